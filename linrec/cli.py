@@ -1,0 +1,78 @@
+"""Command-line entry points: `linrec` (a Hydra run or multirun) and `linrec-report` (aggregate)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from linrec.errors import LinrecError
+
+log = logging.getLogger("linrec")
+
+
+def config_dir() -> str:
+    """The Hydra config directory: $LINREC_CONF, else the repository's conf/ beside the package."""
+    env = os.environ.get("LINREC_CONF")
+    path = Path(env) if env else Path(__file__).resolve().parents[1] / "conf"
+    if not (path / "config.yaml").is_file():
+        sys.exit(f"linrec: error: no config.yaml in {path}; set LINREC_CONF to the conf/ directory")
+    return str(path)
+
+
+def _task(cfg) -> float | None:
+    """One Hydra job: run the experiment; a LinrecError becomes a one-line message and exit 2."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from linrec.experiment import run
+    from linrec.results import mark_failed
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        return run(cfg, run_dir=run_dir, overrides=list(HydraConfig.get().overrides.task))
+    except LinrecError as exc:
+        mark_failed(run_dir, f"{type(exc).__name__}: {exc}")
+        print(f"linrec: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def main() -> None:
+    """`linrec [overrides...]`: see README.md."""
+    import hydra
+
+    hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_task)()
+
+
+def report_main(argv: list[str] | None = None) -> int:
+    """`linrec-report DIR... [--split test] [--out DIR]`: one CSV + Markdown table of all runs."""
+    from linrec.results import collect, to_csv, to_markdown, write_text_atomic
+
+    parser = argparse.ArgumentParser(
+        prog="linrec-report", description="Collect every results.json below DIRs into one table."
+    )
+    parser.add_argument("dirs", nargs="+", help="run or sweep directories")
+    parser.add_argument("--split", default="test", help="split whose exact metrics are shown")
+    parser.add_argument("--out", default=None, help="directory for report.csv/.md (default: DIR)")
+    parser.add_argument("--metrics", default=None, help="comma-separated metric@K columns to keep")
+    args = parser.parse_args(argv)
+    try:
+        columns, rows = collect(args.dirs, split=args.split)
+    except LinrecError as exc:
+        print(f"linrec-report: error: {exc}", file=sys.stderr)
+        return 2
+    if not rows:
+        where = ", ".join(args.dirs)
+        print(f"linrec-report: error: no results.json below {where}", file=sys.stderr)
+        return 2
+    if args.metrics:
+        keep = set(args.metrics.split(","))
+        columns = [c for c in columns if ("@" not in c and c != "auc") or c in keep]
+    out = Path(args.out or args.dirs[0])
+    write_text_atomic(out / "report.csv", to_csv(columns, rows))
+    md = to_markdown(columns, rows)
+    write_text_atomic(out / "report.md", md)
+    print(md, end="")
+    print(f"wrote {out / 'report.csv'} and {out / 'report.md'} ({len(rows)} runs)")
+    return 0

@@ -1,0 +1,249 @@
+"""Run records: write results.json atomically, read them back, collect many runs into one table."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import socket
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from linrec.errors import DataError
+
+RESULTS_FILE = "results.json"
+FAILED_FILE = "FAILED"
+
+
+def _jsonable(obj: Any) -> Any:
+    """numpy scalars/arrays and paths -> plain JSON types; NaN/inf -> None (JSON has no NaN)."""
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return _jsonable(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def write_json_atomic(path: str | Path, record: Mapping[str, Any]) -> Path:
+    """Write `record` as indented JSON to `path` atomically (temp file + rename)."""
+    return write_text_atomic(path, json.dumps(_jsonable(record), indent=2) + "\n")
+
+
+def mark_failed(run_dir: str | Path, message: str) -> None:
+    """Leave a FAILED marker (with the error) in a run directory that has no complete results."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / FAILED_FILE).write_text(message.rstrip() + "\n")
+
+
+def environment_info() -> dict[str, Any]:
+    """Library versions, thread settings and host of this process (for results.json)."""
+    import scipy
+    import sklearn
+
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "hostname": socket.gethostname(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "scikit-learn": sklearn.__version__,
+        "cpu_count": os.cpu_count(),
+        "env_threads": {
+            k: os.environ[k]
+            for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+            if k in os.environ
+        },
+    }
+    try:
+        from threadpoolctl import threadpool_info
+
+        info["blas_threads"] = [
+            {"api": p.get("internal_api"), "threads": p.get("num_threads")}
+            for p in threadpool_info()
+        ]
+    except Exception:  # threadpoolctl is optional information only
+        pass
+    import sys
+
+    if "torch" in sys.modules:  # report torch only when the run used it
+        torch = sys.modules["torch"]
+        info["torch"] = torch.__version__
+        info["torch_threads"] = torch.get_num_threads()
+    from linrec import __version__
+
+    info["linrec"] = __version__
+    return info
+
+
+def read_results(path: str | Path) -> dict[str, Any]:
+    """Read one results.json (DataError naming the file when it is not valid JSON)."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not a valid results file ({exc})") from exc
+
+
+def find_results(dirs: Iterable[str | Path]) -> list[Path]:
+    """Every results.json below the given directories, sorted."""
+    found: list[Path] = []
+    for d in dirs:
+        d = Path(d)
+        if not d.exists():
+            raise DataError(f"{d}: no such directory")
+        found.extend(d.rglob(RESULTS_FILE) if d.is_dir() else [d])
+    return sorted(found)
+
+
+def _override_columns(record: Mapping[str, Any]) -> dict[str, str]:
+    cols = {}
+    for item in record.get("overrides", []) or []:
+        key, _, value = str(item).partition("=")
+        cols[key.lstrip("+~")] = value
+    return cols
+
+
+def collect(
+    dirs: Iterable[str | Path], split: str = "test"
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """One row per run: run directory, overridden parameters, dataset, model and the exact metrics
+    of `split`. Returns (columns, rows)."""
+    rows: list[dict[str, Any]] = []
+    for path in find_results(dirs):
+        rec = read_results(path)
+        row: dict[str, Any] = {"run": str(path.parent)}
+        row.update(_override_columns(rec))
+        row["dataset"] = rec.get("dataset", {}).get("name")
+        row["model"] = rec.get("config", {}).get("model", {}).get("name")
+        exact = rec.get("splits", {}).get(split, {}).get("exact", {})
+        row.update({k: v for k, v in exact.items()})
+        row["fit_s"] = rec.get("timings", {}).get("fit")
+        rows.append(row)
+    columns: list[str] = []
+    for row in rows:
+        columns.extend(c for c in row if c not in columns)
+    return columns, rows
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 1e4 else f"{value:.4g}"
+    return str(value)
+
+
+def to_markdown(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    """A GitHub-style Markdown table."""
+    head = "| " + " | ".join(columns) + " |"
+    sep = "|" + "|".join("---" for _ in columns) + "|"
+    body = ["| " + " | ".join(_fmt(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join([head, sep, *body]) + "\n"
+
+
+def to_csv(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in columns})
+    return buf.getvalue()
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write text to `path` atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _metric_grid(
+    exact: Mapping[str, Any],
+) -> tuple[list[str], list[int], dict[tuple[str, int], Any]]:
+    """{'ndcg@10': v, 'auc': v} -> metric names, sorted K (0 for no K), {(name, K): value}."""
+    names: list[str] = []
+    ks: set[int] = set()
+    cells: dict[tuple[str, int], Any] = {}
+    for key, value in exact.items():
+        name, _, k = key.partition("@")
+        if name not in names:
+            names.append(name)
+        kk = int(k) if k else 0
+        ks.add(kk)
+        cells[(name, kk)] = value
+    return names, sorted(ks), cells
+
+
+def format_run_table(record: Mapping[str, Any]) -> str:
+    """The run's printed summary: exact metric x K per split, then exact vs sampled estimates."""
+    ds = record.get("dataset", {})
+    lines = [
+        f"linrec: {record.get('model')} on {ds.get('name')} "
+        f"({ds.get('n_users')} users, {ds.get('n_items')} items, "
+        f"{ds.get('n_interactions')} interactions); fit {record['timings'].get('fit', 0):.2f}s, "
+        f"evaluate {record['timings'].get('evaluate', 0):.2f}s"
+    ]
+    for split_name, block in record.get("splits", {}).items():
+        names, ks, cells = _metric_grid(block.get("exact", {}))
+        header = f"{split_name + ' (exact)':<18}" + "".join(
+            f"{('K=' + str(k)) if k else '':>9}" for k in ks
+        )
+        lines += ["", header]
+        for name in names:
+            row = "".join(
+                f"{cells[(name, k)]:>9.4f}" if (name, k) in cells else " " * 9 for k in ks
+            )
+            lines.append(f"{name:<18}{row}")
+        sampled = block.get("sampled")
+        if sampled:
+            lines += ["", _format_sampled(split_name, sampled)]
+    return "\n".join(lines)
+
+
+def _format_sampled(split_name: str, sampled: Mapping[str, Any]) -> str:
+    proto = sampled.get("protocol", {})
+    estimators = list(sampled.get("estimators", {}))
+    head = (
+        f"{split_name} sampled: n={proto.get('sample_size')}, {proto.get('repeats')} repeats, "
+        f"target-level metrics; mean over repeats (ARE = avg. relative error over "
+        f"K=1..{proto.get('k_max')}, %)"
+    )
+    lines = [head, f"{'':<14}{'exact':>9}" + "".join(f"{e:>13}" for e in estimators)]
+    for key, exact in sampled.get("exact", {}).items():
+        cells = "".join(
+            f"{sampled['estimators'][e]['metrics'].get(key, {}).get('mean', float('nan')):>13.4f}"
+            for e in estimators
+        )
+        lines.append(f"{key:<14}{exact:>9.4f}{cells}")
+    for metric in proto.get("metrics", []):
+        cells = "".join(
+            f"{sampled['estimators'][e]['are'].get(metric, {}).get('mean', float('nan')):>13.1f}"
+            for e in estimators
+        )
+        lines.append(f"{'ARE ' + metric:<14}{'':>9}{cells}")
+    return "\n".join(lines)
