@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from linrec.errors import ConfigError
+from linrec.eval.metrics import EXACT_METRICS
 
-EXACT_METRICS = ("recall", "recall_trunc", "ndcg", "precision", "hr", "ap", "mrr", "auc")
 SAMPLED_POOLS = ("all_but_target", "non_interacted", "given")
 
 

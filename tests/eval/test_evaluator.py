@@ -1,0 +1,104 @@
+"""evaluate_split: one batch pass, hooks, exact metrics (linrec/eval/evaluator.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from linrec.data.splits import EvalSet
+from linrec.errors import ConfigError, DataError
+from linrec.eval.evaluator import evaluate_split
+from linrec.eval.metrics import EXACT_METRICS, exact_metrics
+from linrec.eval.ranks import beats, global_ranks, tie_break_keys_at
+from tests.eval.test_ranks import DummyModel, brute_force_ranks, make_evalset, rank_dict
+
+
+class RecordingHook:
+    """Checks the hook protocol on every call and ranks each target among *all* its candidates
+    with the same rule a sampled-rank hook uses: r = 1 + #{j that beat t}, which must equal R."""
+
+    def __init__(self, evalset: EvalSet, model: DummyModel, seed: int, users_known: bool) -> None:
+        self.evalset, self.model, self.seed = evalset, model, seed
+        self.users_known = users_known
+        self.rows_seen: list[np.ndarray] = []
+        self.sampled: dict = {}
+
+    def __call__(self, rows, scores, keys, batch_ranks):
+        self.rows_seen.append(rows.copy())
+        users = self.evalset.users[rows] if self.users_known else None
+        raw = self.model.score(self.evalset.foldin[rows], users)
+        foldin = self.evalset.foldin[rows].toarray() > 0
+        targets = self.evalset.targets[rows].toarray() > 0
+        assert np.all(np.isneginf(scores[foldin]))
+        np.testing.assert_array_equal(scores[~foldin], raw[~foldin])
+        np.testing.assert_array_equal(
+            keys[np.arange(len(rows))[:, None], np.arange(scores.shape[1])[None, :]],
+            tie_break_keys_at(self.seed, self.evalset.users[rows][:, None],
+                              np.arange(scores.shape[1])[None, :]))
+        np.testing.assert_array_equal(batch_ranks.target_scores,
+                                      raw[batch_ranks.rows, batch_ranks.items])
+        dense_keys = np.asarray(keys)
+        for r, t in zip(batch_ranks.rows, batch_ranks.items, strict=True):
+            candidates = ~foldin[r] & ~targets[r]
+            wins = beats(scores[r], dense_keys[r], scores[r, t], dense_keys[r, t]) & candidates
+            self.sampled[(int(rows[r]), int(t))] = 1 + int(wins.sum())
+
+
+@pytest.mark.parametrize("users_known", [True, False])
+def test_evaluate_split_one_pass(users_known):
+    evalset = make_evalset(31, 60, seed=11)
+    model = DummyModel(60, seed=1, decimals=1)
+    hook = RecordingHook(evalset, model, seed=5, users_known=users_known)
+    ks = [1, 10, 100]
+    result = evaluate_split(model, evalset, ks=ks, metrics=EXACT_METRICS, seed=5,
+                            users_known=users_known, batch_hooks=[hook], batch_size=8)
+    # hooks saw every row once, in order, in batches of 8
+    assert [len(r) for r in hook.rows_seen] == [8, 8, 8, 7]
+    np.testing.assert_array_equal(np.concatenate(hook.rows_seen), np.arange(31))
+    # ranks: brute force, and the hook's "sample everything" rank equals R
+    ranks = rank_dict(result.rank_table)
+    scores = model.score(evalset.foldin, evalset.users if users_known else None)
+    assert ranks == brute_force_ranks(scores, evalset, 5)
+    assert hook.sampled == ranks
+    # metrics: the same as exact_metrics of an independent global_ranks pass
+    reference = exact_metrics(global_ranks(model, evalset, seed=5, users_known=users_known),
+                              ks, EXACT_METRICS)
+    assert result.metrics == reference.means
+    for key, values in reference.per_user.items():
+        np.testing.assert_array_equal(result.per_user[key], values)
+    np.testing.assert_array_equal(result.per_user_rows, reference.rows)
+    assert set(result.timings) == {"score", "rank", "hooks", "metrics", "total"}
+    assert all(v >= 0 for v in result.timings.values())
+
+
+def test_results_independent_of_memory_budget():
+    evalset = make_evalset(40, 50, seed=12)
+    model = DummyModel(50, decimals=0)
+    results = [evaluate_split(model, evalset, ks=[5, 20], metrics=["ndcg", "recall"], seed=1,
+                              users_known=False, memory_budget_mb=mb)
+               for mb in (50 * 16 * 3 / 2**20, 512)]
+    assert results[0].metrics == results[1].metrics
+    np.testing.assert_array_equal(results[0].rank_table.ranks, results[1].rank_table.ranks)
+
+
+def test_users_without_targets_are_left_out():
+    evalset = make_evalset(12, 30, seed=13, target_p=0.05)
+    has_targets = np.flatnonzero(np.diff(evalset.targets.indptr) > 0)
+    assert len(has_targets) < 12
+    result = evaluate_split(DummyModel(30), evalset, ks=[5], metrics=["recall"], seed=0,
+                            users_known=False)
+    np.testing.assert_array_equal(result.per_user_rows, has_targets)
+
+
+def test_bad_inputs():
+    evalset = make_evalset(6, 20, seed=14, min_targets=1)
+    model = DummyModel(20)
+    with pytest.raises(ConfigError, match="K=0"):
+        evaluate_split(model, evalset, ks=[0], metrics=["recall"], seed=0, users_known=False)
+    with pytest.raises(ConfigError, match="'recal'"):
+        evaluate_split(model, evalset, ks=[5], metrics=["recal"], seed=0, users_known=False)
+    empty = EvalSet(users=evalset.users, foldin=evalset.foldin,
+                    targets=sp.csr_matrix(evalset.targets.shape, dtype=np.float32))
+    with pytest.raises(DataError, match="no held-out items"):
+        evaluate_split(model, empty, ks=[5], metrics=["recall"], seed=0, users_known=False)

@@ -1,0 +1,281 @@
+"""Global ranks (ARCHITECTURE §3, spec/evaluation.md §0.3) against a per-user brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from linrec.data.splits import EvalSet
+from linrec.errors import ConfigError, DataError, MemoryBudgetError
+from linrec.eval import ranks as ranks_module
+from linrec.eval.ranks import (
+    BatchKeys,
+    RankTable,
+    batch_global_ranks,
+    global_ranks,
+    score_batches,
+    tie_break_keys,
+    tie_break_keys_at,
+)
+from linrec.models.base import Recommender
+
+
+class DummyModel(Recommender):
+    """score = foldin @ W (+ 0.5 * user id when users are given); records the users it saw.
+    decimals: round scores to make ties; dtype: output dtype."""
+
+    def __init__(self, n_items: int, seed: int = 0, decimals: int | None = None,
+                 dtype: type = np.float64) -> None:
+        self.w = np.random.default_rng(seed).normal(size=(n_items, n_items))
+        self.decimals, self.dtype = decimals, dtype
+        self.seen_users: list = []
+
+    def fit(self, train, valid=None):
+        return self
+
+    def score(self, foldin, users=None):
+        self.seen_users.append(None if users is None else np.asarray(users).copy())
+        scores = np.asarray(foldin @ self.w)
+        if users is not None:
+            scores = scores + 0.5 * np.asarray(users)[:, None]
+        if self.decimals is not None:
+            scores = np.round(scores, self.decimals)
+        return scores.astype(self.dtype)
+
+
+def make_evalset(n_users: int, n_items: int, seed: int, foldin_p: float = 0.3,
+                 target_p: float = 0.15, min_targets: int = 0) -> EvalSet:
+    """Random fold-in / target rows (disjoint); users are shuffled ids."""
+    rng = np.random.default_rng(seed)
+    foldin = rng.random((n_users, n_items)) < foldin_p
+    targets = (rng.random((n_users, n_items)) < target_p) & ~foldin
+    for u in range(n_users):  # test data builder, not library code
+        free = np.flatnonzero(~foldin[u] & ~targets[u])
+        need = min(max(0, min_targets - targets[u].sum()), len(free))
+        targets[u, rng.choice(free, need, replace=False)] = True
+    users = rng.permutation(10 * n_users)[:n_users].astype(np.int64)
+    return EvalSet(users=users, foldin=sp.csr_matrix(foldin.astype(np.float32)),
+                   targets=sp.csr_matrix(targets.astype(np.float32)))
+
+
+def brute_force_ranks(scores: np.ndarray, evalset: EvalSet, seed: int) -> dict:
+    """{(row, item): R}, R = 1 + #{candidates j: s_j > s_t or (s_j == s_t and key_j < key_t)}."""
+    out = {}
+    foldin, targets = evalset.foldin.toarray() > 0, evalset.targets.toarray() > 0
+    for r in range(scores.shape[0]):
+        keys = tie_break_keys_at(seed, np.full(scores.shape[1], evalset.users[r]),
+                                 np.arange(scores.shape[1]))
+        candidates = ~foldin[r] & ~targets[r]
+        for t in np.flatnonzero(targets[r]):
+            wins = (scores[r] > scores[r, t]) | ((scores[r] == scores[r, t]) & (keys < keys[t]))
+            out[(r, int(t))] = 1 + int(np.sum(wins & candidates))
+    return out
+
+
+def rank_dict(ranked) -> dict:
+    """{(row, item): rank} of a RankTable or BatchRanks."""
+    return {(int(r), int(i)): int(k)
+            for r, i, k in zip(ranked.rows, ranked.items, ranked.ranks, strict=True)}
+
+
+# --------------------------------------------------------------------------- tie-break keys
+
+
+def test_keys_dense_equals_pairwise_and_are_distinct_per_user():
+    users = np.array([0, 5, 2**40, 7])
+    dense = tie_break_keys(11, users, 300)
+    assert dense.dtype == np.uint64 and dense.shape == (4, 300)
+    pairs = tie_break_keys_at(11, users[:, None], np.arange(300)[None, :])
+    np.testing.assert_array_equal(dense, pairs)
+    assert all(len(np.unique(row)) == 300 for row in dense)
+    assert not np.array_equal(dense, tie_break_keys(12, users, 300))
+    assert not np.array_equal(dense[0], dense[3])
+
+
+def test_keys_depend_only_on_seed_user_item():
+    a = tie_break_keys(3, np.array([4, 9]), 50)
+    b = tie_break_keys(3, np.array([9, 1, 4]), 50)
+    np.testing.assert_array_equal(a[0], b[2])
+    np.testing.assert_array_equal(a[1], b[0])
+    # roughly uniform: the mean of the top bit over many keys is near 1/2
+    top = tie_break_keys(3, np.arange(200), 500) >> np.uint64(63)
+    assert abs(top.mean() - 0.5) < 0.01
+
+
+def test_batch_keys_lazy_and_dense_agree():
+    keys = BatchKeys(5, np.array([3, 8, 1]), 40)
+    rows, items = np.array([[0], [2]]), np.array([[1, 7, 39]])
+    np.testing.assert_array_equal(keys[rows, items],
+                                  tie_break_keys_at(5, np.array([[3], [1]]), items))
+    dense = np.asarray(keys)
+    np.testing.assert_array_equal(dense, tie_break_keys(5, np.array([3, 8, 1]), 40))
+    np.testing.assert_array_equal(keys[rows, items], dense[rows, items])
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64, 1.5, True])
+def test_bad_seed(seed):
+    with pytest.raises(ConfigError, match="seed"):
+        tie_break_keys(seed, np.array([0]), 3)
+
+
+# --------------------------------------------------------------------------- ranks
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_batch_ranks_match_brute_force(case):
+    rng = np.random.default_rng(case)
+    n_users, n_items = int(rng.integers(1, 15)), int(rng.integers(3, 70))
+    evalset = make_evalset(n_users, n_items, seed=case, foldin_p=rng.uniform(0, 0.6))
+    scores = rng.normal(size=(n_users, n_items))
+    if case % 2:
+        scores = np.round(scores, 0)  # heavy ties
+    if case % 3 == 0:
+        scores = scores.astype(np.float32)
+    if case % 4 == 3:
+        scores[: n_users // 2] = 0.0  # every item tied
+    original = scores.copy()
+    keys = BatchKeys(9, evalset.users, n_items)
+    batch = batch_global_ranks(scores, evalset.foldin, evalset.targets, keys)
+    got = rank_dict(batch)
+    assert got == brute_force_ranks(original, evalset, 9)
+    # scores: fold-in -inf, everything else untouched; target scores reported
+    foldin = evalset.foldin.toarray() > 0
+    assert np.all(np.isneginf(scores[foldin]))
+    np.testing.assert_array_equal(scores[~foldin], original[~foldin])
+    np.testing.assert_array_equal(batch.target_scores, original[batch.rows, batch.items])
+    # n_candidates and sorting by (row, rank)
+    n_cand = n_items - foldin.sum(1) - (evalset.targets.toarray() > 0).sum(1) + 1
+    np.testing.assert_array_equal(batch.n_candidates, n_cand[batch.rows])
+    assert np.all(batch.ranks <= batch.n_candidates)
+    assert np.all(np.lexsort((batch.ranks, batch.rows)) == np.arange(len(batch.ranks)))
+
+
+def test_kernel_chunking_paths(monkeypatch):
+    """Tiny buckets, row chunks and pair chunks give the same ranks (every code path)."""
+    evalset = make_evalset(9, 40, seed=1, min_targets=3)
+    scores = np.round(np.random.default_rng(2).normal(size=(9, 40)), 1)
+    expected = brute_force_ranks(scores, evalset, 4)
+    # 40 items: 1, 2, 6 and 40 buckets per row
+    for per_bucket, chunk_cells, pair_chunk in [(40, 40, 1), (20, 80, 3), (6, 1, 5), (1, 10**6, 2)]:
+        monkeypatch.setattr(ranks_module, "_ITEMS_PER_BUCKET", per_bucket)
+        monkeypatch.setattr(ranks_module, "_CHUNK_CELLS", chunk_cells)
+        monkeypatch.setattr(ranks_module, "_PAIR_CHUNK", pair_chunk)
+        batch = batch_global_ranks(scores.copy(), evalset.foldin, evalset.targets,
+                                   BatchKeys(4, evalset.users, 40))
+        got = rank_dict(batch)
+        assert got == expected, (per_bucket, chunk_cells, pair_chunk)
+
+
+def test_extreme_scores():
+    """Huge, tiny and signed-zero scores keep exact order (bucket maps stay monotone)."""
+    evalset = make_evalset(4, 30, seed=3, min_targets=2)
+    rng = np.random.default_rng(3)
+    values = np.array([-3e38, -1e-30, -0.0, 0.0, 1e-45, 1e-30, 2.5, 3e38], dtype=np.float32)
+    scores = values[rng.integers(0, len(values), size=(4, 30))]
+    expected = brute_force_ranks(scores, evalset, 1)
+    batch = batch_global_ranks(scores.copy(), evalset.foldin, evalset.targets,
+                               BatchKeys(1, evalset.users, 30))
+    got = rank_dict(batch)
+    assert got == expected
+
+
+@pytest.mark.parametrize("users_known", [True, False])
+def test_global_ranks_independent_of_batch_size(users_known):
+    evalset = make_evalset(23, 50, seed=4)
+    model = DummyModel(50, decimals=0)
+    tables = [global_ranks(model, evalset, seed=2, users_known=users_known, batch_size=b)
+              for b in (1, 4, 23, 100)]
+    for table in tables[1:]:
+        for name in ("rows", "users", "items", "ranks", "n_candidates"):
+            np.testing.assert_array_equal(getattr(table, name), getattr(tables[0], name))
+    scores = model.score(evalset.foldin, evalset.users if users_known else None)
+    assert rank_dict(tables[0]) == brute_force_ranks(scores, evalset, 2)
+    np.testing.assert_array_equal(tables[0].users, evalset.users[tables[0].rows])
+    assert len(tables[0]) == evalset.targets.nnz
+
+
+def test_score_batches_passes_users_and_sizes_batches():
+    evalset = make_evalset(10, 20, seed=5)
+    model = DummyModel(20)
+    model.seen_users.clear()
+    slices = [rows for rows, _ in score_batches(model, evalset, users_known=True, batch_size=4)]
+    assert slices == [slice(0, 4), slice(4, 8), slice(8, 10)]
+    np.testing.assert_array_equal(np.concatenate(model.seen_users), evalset.users)
+    model.seen_users.clear()
+    list(score_batches(model, evalset, users_known=False, batch_size=4))
+    assert model.seen_users == [None, None, None]
+    # budget of 1 MiB and 16 bytes per cell: 2**20 / (20 * 16) = 3276 rows -> one batch
+    assert len(list(score_batches(model, evalset, users_known=False, memory_budget_mb=1))) == 1
+    sizes = [s.shape[0] for _, s in score_batches(model, evalset, users_known=False,
+                                                  memory_budget_mb=20 * 16 * 3 / 2**20)]
+    assert sizes == [3, 3, 3, 1]
+
+
+def test_bad_inputs():
+    evalset = make_evalset(5, 12, seed=6, min_targets=1)
+    model = DummyModel(12)
+    with pytest.raises(MemoryBudgetError, match="memory_budget_mb"):
+        list(score_batches(model, evalset, users_known=False, memory_budget_mb=1e-6))
+    with pytest.raises(ConfigError, match="batch_size"):
+        list(score_batches(model, evalset, users_known=False, batch_size=0))
+    scores = np.zeros((5, 12))
+    scores[2, 3] = np.nan
+    with pytest.raises(DataError, match="row 2"):
+        batch_global_ranks(scores, evalset.foldin, evalset.targets,
+                           BatchKeys(0, evalset.users, 12))
+    overlap = sp.csr_matrix(evalset.foldin + evalset.targets)
+    with pytest.raises(DataError, match="disjoint"):
+        batch_global_ranks(np.zeros((5, 12)), overlap, evalset.targets,
+                           BatchKeys(0, evalset.users, 12))
+
+    class WrongShape(DummyModel):
+        def score(self, foldin, users=None):
+            return np.zeros((foldin.shape[0], 3))
+
+    with pytest.raises(DataError, match="shape"):
+        global_ranks(WrongShape(12), evalset, seed=0, users_known=False)
+
+
+def test_rank_table_npz_roundtrip(tmp_path):
+    evalset = make_evalset(7, 25, seed=7)
+    table = global_ranks(DummyModel(25), evalset, seed=1, users_known=False)
+    path = tmp_path / "ranks.npz"
+    table.save_npz(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ranks.npz"]
+    with np.load(path) as data:
+        assert {"user", "item", "rank"} <= set(data.files)
+    loaded = RankTable.load_npz(path)
+    for name in ("rows", "users", "items", "ranks", "n_candidates"):
+        np.testing.assert_array_equal(getattr(loaded, name), getattr(table, name))
+        assert getattr(loaded, name).dtype == getattr(table, name).dtype
+    assert loaded.n_items == 25
+    np.savez(tmp_path / "bad.npz", user=table.users)
+    with pytest.raises(DataError, match="missing"):
+        RankTable.load_npz(tmp_path / "bad.npz")
+
+
+@pytest.mark.parametrize("layout", ["fortran", "int", "float16", "readonly"])
+def test_score_layouts_and_dtypes(layout):
+    """Fortran-ordered, integer, half-precision and read-only score arrays rank like the brute
+    force on the same values (non-float and half scores are ranked as float64)."""
+    evalset = make_evalset(8, 30, seed=8, min_targets=2)
+    base = DummyModel(30, decimals=0)
+
+    class Variant(DummyModel):
+        def score(self, foldin, users=None):
+            scores = base.score(foldin, users)
+            if layout == "fortran":
+                return np.asfortranarray(scores)
+            if layout == "int":
+                return scores.astype(np.int64)
+            if layout == "float16":
+                return scores.astype(np.float16)
+            scores.flags.writeable = False
+            return scores
+
+    table = global_ranks(Variant(30), evalset, seed=3, users_known=False, batch_size=3)
+    values = base.score(evalset.foldin)
+    if layout == "float16":
+        values = values.astype(np.float16).astype(np.float64)
+    assert rank_dict(table) == brute_force_ranks(values, evalset, 3)
