@@ -1,0 +1,243 @@
+"""Mapping functions SHR@k ≈ HR@f(k) (spec/evaluation.md §4): V9, V10, V17 and helpers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import betaln, comb
+
+from linrec.errors import ConfigError, DataError
+from linrec.eval.estimators.mapping import (
+    aligned_curves,
+    alignment_errors,
+    beta_mapping,
+    bound_mapping,
+    dataset_beta_parameter,
+    fit_beta_p,
+    linear_mapping,
+    mapping_function,
+    oracle_mapping,
+)
+from linrec.eval.expected import expected_sampled_curve
+from linrec.eval.sampling import simulate_sampled_ranks
+
+N_ML1M = 3706
+KS = np.array([1, 2, 5, 10, 20, 50, 100])
+# spec §4.3 reference table, N = 3706, n = 100
+TABLE = {
+    "linear": [1.000, 38.424, 150.697, 337.818, 712.061, 1834.788, 3706],
+    "bound": [19, 56, 168, 356, 730, 1853, 3706],
+    1.0: [38.050, 75.100, 186.250, 371.500, 742.000, 1853.500, 3706],
+    0.8: [34.934, 71.750, 182.839, 368.218, 739.060, 1851.654, 3706],
+    0.5: [30.172, 66.637, 177.671, 363.261, 734.628, 1848.875, 3706],
+    0.3685: [28.044, 64.358, 175.384, 361.075, 732.677, 1847.652, 3706],
+    0.2: [25.274, 61.401, 172.435, 358.262, 730.169, 1846.083, 3706],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(TABLE, key=str))
+def test_v9_reference_table(kind: str | float) -> None:
+    if kind == "linear":
+        f = mapping_function("linear", N_ML1M, 100)
+    elif kind == "bound":
+        f = mapping_function("bound", N_ML1M, 100)
+    else:
+        f = mapping_function("beta", N_ML1M, 100, a=kind)
+    np.testing.assert_allclose(f[KS - 1], TABLE[kind], atol=5e-4 + 1e-9)
+
+
+def test_v9_more_reference_values() -> None:
+    assert beta_mapping(N_ML1M, 1000, 1.0)[9] == pytest.approx(38.05, abs=1e-9)
+    assert beta_mapping(N_ML1M, 1000, 0.5)[9] == pytest.approx(37.145, abs=5e-4)
+    ks = np.array([10, 20, 50, 100, 200, 500])
+    np.testing.assert_array_equal(bound_mapping(N_ML1M, 1000)[ks - 1],
+                                  [35, 72, 184, 369, 740, 1853])
+    # other datasets at n = 100: f_bound(1), f(1; 0.5), f(1; 1)
+    for n_items, bound1, half1, one1 in [(9916, 50, 79.1, 100.2), (25815, 130, 204.3, 259.1),
+                                         (16980, 86, 134.7, 170.8), (20720, 105, 164.1, 208.2),
+                                         (139331, 704, 1098.0, 1394.3)]:
+        assert bound_mapping(n_items, 100)[0] == bound1
+        assert beta_mapping(n_items, 100, 0.5)[0] == pytest.approx(half1, abs=0.05)
+        assert beta_mapping(n_items, 100, 1.0)[0] == pytest.approx(one1, abs=0.05)
+
+
+def test_v9_discretised_beta_self_consistency() -> None:
+    """§4.3 table with the §0.0 erratum: W_R ∝ max(θ_R, 1/(N-1))^(a-1), a = 0.5, n = 100."""
+    n_items, a = N_ML1M, 0.5
+    theta = np.arange(n_items) / (n_items - 1)
+    w = np.maximum(theta, 1 / (n_items - 1)) ** (a - 1)
+    w /= w.sum()
+    expected_shr = expected_sampled_curve(w, n_items, 100, "recall", 50)
+    hr = np.concatenate([[0.0], np.cumsum(w)])
+    f = beta_mapping(n_items, 100, a)
+    ks = np.array([1, 2, 5, 10, 20, 50])
+    np.testing.assert_allclose(expected_shr[ks - 1],
+                               [0.0853, 0.1298, 0.2154, 0.3101, 0.4428, 0.7051], atol=5e-4)
+    np.testing.assert_allclose(hr[np.floor(f[ks - 1] + 1e-9).astype(int)],
+                               [0.0858, 0.1297, 0.2153, 0.3102, 0.4428, 0.7050], atol=5e-4)
+
+
+def _recurrence_direct(n_items: int, sample_size: int, a: float) -> np.ndarray:
+    """Eqs 16–17 of spec §4.3 in linear space (moderate n only), as an independent oracle."""
+    f = np.empty(sample_size)
+    f[0] = (n_items - 1) * (a * np.exp(betaln(a, sample_size))) ** (1 / a) + 1
+    for k in range(1, sample_size):
+        inc = a * (n_items - 1) ** a * comb(sample_size - 1, k) * np.exp(
+            betaln(a + k, sample_size - k))
+        f[k] = (inc + (f[k - 1] - 1) ** a) ** (1 / a) + 1
+    return f
+
+
+def test_v10_beta_properties() -> None:
+    for n_items, sample_size in ((N_ML1M, 100), (500, 40), (25815, 100)):
+        for a in (0.1, 0.3, 0.5, 1.0, 2.0):
+            f = beta_mapping(n_items, sample_size, a)
+            assert abs(f[-1] - n_items) <= 1e-9 * n_items  # Lemma 3.1: f(n; a) = N
+            np.testing.assert_allclose(f, _recurrence_direct(n_items, sample_size, a),
+                                       rtol=1e-9)
+            assert np.all(np.diff(f) > 0)
+        # a = 1: closed form k(N-1)/n + 1 equals the recurrence
+        k = np.arange(1, sample_size + 1)
+        log_space_near_one = beta_mapping(n_items, sample_size, 1.0 + 1e-12)
+        np.testing.assert_allclose(beta_mapping(n_items, sample_size, 1.0),
+                                   k * (n_items - 1) / sample_size + 1, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(log_space_near_one, k * (n_items - 1) / sample_size + 1,
+                                   rtol=1e-9)
+        # monotone in a (float noise at k = n allowed, spec §4.3 property 4)
+        grid = np.linspace(0.05, 1.5, 30)
+        values = np.stack([beta_mapping(n_items, sample_size, a) for a in grid])
+        assert np.all(np.diff(values[:, :-1], axis=0) > 0)
+        assert np.all(np.diff(values[:, -1]) > -1e-9 * n_items)
+
+
+def test_beta_one_at_n1000_equals_n100() -> None:
+    """§4.8 cross-check: f(10k; 1 | n = 1000) = f(k; 1 | n = 100)."""
+    f100 = beta_mapping(N_ML1M, 100, 1.0)
+    f1000 = beta_mapping(N_ML1M, 1000, 1.0)
+    np.testing.assert_allclose(f1000[10 * np.arange(1, 101) - 1], f100, rtol=0, atol=1e-9)
+
+
+def test_small_a_does_not_overflow() -> None:
+    f = beta_mapping(139331, 3200, 0.02)
+    assert np.all(np.isfinite(f)) and abs(f[-1] - 139331) < 1e-6
+    assert np.all(np.diff(f) > 0)
+
+
+def test_linear_and_bound_formulas() -> None:
+    n_items, sample_size = 1000, 37
+    k = np.arange(1, sample_size + 1)
+    np.testing.assert_allclose(linear_mapping(n_items, sample_size),
+                               (k - 1) / (sample_size - 1) * (n_items - 1) + 1, rtol=1e-15)
+    assert linear_mapping(n_items, sample_size)[[0, -1]].tolist() == [1.0, 1000.0]
+    raw = np.floor((k - 0.5) * (n_items - 1) / (sample_size - 1) + 0.5)
+    np.testing.assert_array_equal(bound_mapping(n_items, sample_size), np.clip(raw, 1, n_items))
+    assert bound_mapping(N_ML1M, 100)[-1] == N_ML1M  # 3724 clipped to N
+
+
+def _synthetic_beta_ranks(a0: float, seed: int, n_users: int = 6040) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    global_ranks = 1 + np.floor(rng.beta(a0, 1.0, n_users) * (N_ML1M - 1)).astype(np.int64)
+    return simulate_sampled_ranks(global_ranks, N_ML1M, 100, True, rng)
+
+
+@pytest.mark.parametrize(("a0", "fitted"), [(0.3, 0.403), (0.5, 0.568), (1.0, 1.056)])
+def test_v17_beta_p_bias_and_convergence(a0: float, fitted: float) -> None:
+    """§4.4: converges in <= 5 iterations; biased upward (0.3 -> 0.403, 0.5 -> 0.568, 1 -> 1.056),
+    each spec value one draw with sd ≈ a/sqrt(M): compare the mean of 4 seeds at ±0.02."""
+    values = []
+    for seed in range(4):
+        sampled = _synthetic_beta_ranks(a0, seed)
+        fit = fit_beta_p(sampled, N_ML1M, 100, a0=1.0, tol=1e-4)
+        assert fit.converged and fit.n_iter <= 5
+        values.append(fit.a)
+        # the fixed point satisfies its own equation
+        f = beta_mapping(N_ML1M, 100, fit.a)
+        direct = -len(sampled) / np.log((f[sampled - 1] - 1) / (N_ML1M - 1)).sum()
+        assert direct == pytest.approx(fit.a, abs=1e-3)
+    assert abs(np.mean(values) - fitted) <= 0.02
+
+
+def test_beta_p_and_dataset_mapping() -> None:
+    sampled = [_synthetic_beta_ranks(0.4, seed, 3000) for seed in range(3)]
+    fits = [fit_beta_p(r, N_ML1M, 100).a for r in sampled]
+    f = mapping_function("beta_p", N_ML1M, 100, sampled_ranks=sampled[0])
+    np.testing.assert_allclose(f, beta_mapping(N_ML1M, 100, fits[0]), rtol=1e-12)
+    assert dataset_beta_parameter(sampled, N_ML1M, 100) == pytest.approx(np.median(fits))
+    assert dataset_beta_parameter(sampled, N_ML1M, 100, "mean") == pytest.approx(np.mean(fits))
+    g = mapping_function("dataset", N_ML1M, 100, reference_sampled_ranks=sampled, reduce="first")
+    np.testing.assert_allclose(g, f, rtol=1e-12)
+
+
+def test_oracle_mapping_brute_force() -> None:
+    rng = np.random.default_rng(3)
+    n_items, sample_size = 400, 20
+    global_ranks = 1 + np.floor(rng.beta(0.4, 1.0, 2000) * (n_items - 1)).astype(np.int64)
+    f = oracle_mapping(global_ranks, n_items, sample_size)
+    w = np.bincount(global_ranks - 1, minlength=n_items) / len(global_ranks)
+    expected_shr = expected_sampled_curve(w, n_items, sample_size, "recall", sample_size)
+    hr = np.concatenate([[0.0], np.cumsum(w)])
+    for k in range(sample_size):
+        gaps = np.abs(hr - expected_shr[k])
+        assert int(f[k]) == int(np.flatnonzero(gaps <= gaps.min())[0])  # first argmin
+    np.testing.assert_array_equal(
+        mapping_function("oracle", n_items, sample_size, global_ranks=global_ranks), f)
+
+
+def test_aligned_curves_and_errors_brute_force() -> None:
+    rng = np.random.default_rng(11)
+    n_items, sample_size = 800, 50
+    global_ranks = rng.integers(1, n_items + 1, size=300)
+    sampled = simulate_sampled_ranks(global_ranks, n_items, sample_size, rng=rng)
+    f = beta_mapping(n_items, sample_size, 0.5)
+    out = aligned_curves(sampled, f, k_max=30, global_ranks=global_ranks)
+    for k in range(1, 31):
+        assert out.shr[k - 1] == pytest.approx(np.mean(sampled <= k), abs=1e-15)
+        loc = int(np.floor(f[k - 1] + 1e-9))
+        assert out.locations[k - 1] == loc
+        assert out.hr_at_f[k - 1] == pytest.approx(np.mean(global_ranks <= loc), abs=1e-15)
+    assert aligned_curves(sampled, f).shr.shape == (sample_size,)
+    assert aligned_curves(sampled, f).hr_at_f is None
+
+    errs = alignment_errors(out.shr, out.hr_at_f)
+    diff = np.abs(out.hr_at_f - out.shr)
+    assert errs["abs"] == pytest.approx(diff.mean())
+    assert errs["abs@1"] == pytest.approx(diff[0])
+    assert errs["abs@2-10"] == pytest.approx(diff[1:10].mean())
+    rel = [d / s if s > 0 else 0.0 for d, s in zip(diff, out.shr, strict=True)]
+    assert errs["rel"] == pytest.approx(np.mean(rel))
+    assert errs["rel@2-10"] == pytest.approx(np.mean(rel[1:10]))
+
+
+def test_half_integer_floor_rule() -> None:
+    """f(10; 1) = 371.5 exactly for N = 3706, n = 100: HR reads location 371 (spec §4)."""
+    f = beta_mapping(N_ML1M, 100, 1.0)
+    out = aligned_curves(np.array([1, 2]), f, global_ranks=np.array([371, 372]))
+    assert out.locations[9] == 371
+    assert out.hr_at_f[9] == 0.5
+    # ref-README-KDD20: Linear f(2) = 38.42 and Beta@1 f(1) = 38.05 read the same HR (location 38)
+    lin = aligned_curves(np.array([1]), linear_mapping(N_ML1M, 100)).locations
+    assert lin[1] == out.locations[0] == 38
+    # ⌊f + 1e-9⌋ absorbs float noise just below an integer
+    nearly = np.array([2.9999999999, 5.0])
+    assert aligned_curves(np.array([1]), nearly).locations.tolist() == [3, 5]
+
+
+def test_bad_input() -> None:
+    with pytest.raises(ConfigError, match="kind='cubic'"):
+        mapping_function("cubic", 100, 10)
+    with pytest.raises(ConfigError, match="needs the parameter a="):
+        mapping_function("beta", 100, 10)
+    with pytest.raises(ConfigError, match=r"does not take \['b'\]"):
+        mapping_function("beta", 100, 10, a=1.0, b=2)
+    with pytest.raises(ConfigError, match="a=-1"):
+        beta_mapping(100, 10, -1.0)
+    with pytest.raises(ConfigError, match=r"sample_size=100 .*\[2, 99\]"):
+        linear_mapping(100, 100)
+    with pytest.raises(ConfigError, match=r"sampled_ranks\[1\]=11 .*\[1, 10\]"):
+        fit_beta_p(np.array([1, 11]), 100, 10)
+    with pytest.raises(DataError, match="diverges"):
+        fit_beta_p(np.array([10, 10]), 100, 10)
+    with pytest.raises(ConfigError, match="reduce='max'"):
+        dataset_beta_parameter([np.array([1, 2])], 100, 10, reduce="max")
+    with pytest.raises(ConfigError, match=r"sampled_ranks\[0\]=0"):
+        aligned_curves(np.array([0]), np.ones(5))

@@ -1,0 +1,212 @@
+"""User sampling and significance (spec/evaluation.md §9, §3.1): V16 and independent oracles."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from linrec.errors import ConfigError, DataError
+from linrec.eval.significance import (
+    bonferroni,
+    critical_value,
+    difference_ci,
+    hoeffding_bound,
+    hoeffding_margin,
+    hoeffding_sample_size,
+    holm,
+    mcnemar,
+    mean_ci,
+    paired_t,
+    proportion_ci,
+    sample_size_proportion,
+    sample_users,
+    sign_test,
+    two_proportion_z,
+    two_sample_t,
+    user_sampled_curve,
+    user_sampling_estimate,
+    wilcoxon_signed_rank,
+)
+
+
+def test_v16_reference_numbers() -> None:
+    """§9.1–§9.2 [DERIVED]: 1067.1, 9604.0 (one model), 2134, 19208 (two), z = 1.96."""
+    assert sample_size_proportion(0.03, z=1.96) == pytest.approx(1067.11, abs=0.01)
+    assert sample_size_proportion(0.01, z=1.96) == pytest.approx(9604.0, abs=1e-6)
+    assert round(sample_size_proportion(0.03, two_sample=True, z=1.96)) == 2134
+    assert round(sample_size_proportion(0.01, two_sample=True, z=1.96)) == 19208
+    # with the exact 97.5 % quantile, rounding up gives the familiar values
+    assert math.ceil(sample_size_proportion(0.01)) == 9604
+    assert math.ceil(sample_size_proportion(0.03)) == 1068
+    # Hoeffding: t = 0.02, m = 10K -> 2e^-8 = 6.7e-4; [S0] M = 30K, t = 0.01 -> 0.00496
+    assert hoeffding_bound(10_000, 0.02) == pytest.approx(6.7e-4, abs=5e-6)
+    assert hoeffding_bound(30_000, 0.01) == pytest.approx(0.00496, abs=5e-6)
+    # Bonferroni: 10 comparisons at a 5 % family-wise level
+    assert critical_value(0.95, n_comparisons=10) == pytest.approx(2.807, abs=5e-4)
+    assert critical_value(0.95) == pytest.approx(1.959964, abs=1e-6)
+
+
+def test_hoeffding_inverses() -> None:
+    t = hoeffding_margin(10_000, 0.01)
+    assert hoeffding_bound(10_000, t) == pytest.approx(0.01, rel=1e-12)
+    m = hoeffding_sample_size(0.02, 0.01)
+    assert 2 * math.exp(-2 * m * 0.02**2) == pytest.approx(0.01, rel=1e-12)
+
+
+def test_proportion_ci_formula_and_coverage() -> None:
+    ci = proportion_ci(300, 1000)
+    half = stats.norm.ppf(0.975) * math.sqrt(0.3 * 0.7 / 1000)
+    assert (ci.estimate, ci.low, ci.high) == pytest.approx((0.3, 0.3 - half, 0.3 + half))
+    # finite-population correction: the whole population has no sampling error
+    assert proportion_ci(300, 1000, population_size=1000).half_width == 0.0
+    fpc = proportion_ci(300, 1000, population_size=5000)
+    assert fpc.half_width == pytest.approx(half * math.sqrt(4000 / 4999))
+    # coverage of the 95 % interval over 2000 binomial draws (sd of the estimate 0.005)
+    rng = np.random.default_rng(0)
+    intervals = [proportion_ci(h, 2000) for h in rng.binomial(2000, 0.3, size=2000)]
+    assert abs(np.mean([ci.low <= 0.3 <= ci.high for ci in intervals]) - 0.95) < 0.015
+
+
+def test_mean_ci_matches_scipy() -> None:
+    rng = np.random.default_rng(1)
+    values = rng.random(50)
+    sem = stats.sem(values)
+    t_low, t_high = stats.t.interval(0.9, df=49, loc=values.mean(), scale=sem)
+    ci = mean_ci(values, 0.9, dist="t")
+    assert (ci.low, ci.high) == pytest.approx((t_low, t_high), rel=1e-12)
+    n_low, n_high = stats.norm.interval(0.9, loc=values.mean(), scale=sem)
+    ci = mean_ci(values, 0.9)
+    assert (ci.low, ci.high) == pytest.approx((n_low, n_high), rel=1e-12)
+
+
+def test_two_proportion_z_and_difference_ci() -> None:
+    s1, n1, s2, n2 = 420, 1000, 380, 900
+    p1, p2 = s1 / n1, s2 / n2
+    pooled = (s1 + s2) / (n1 + n2)
+    z = (p1 - p2) / math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    res = two_proportion_z(s1, n1, s2, n2)
+    assert res.statistic == pytest.approx(z, rel=1e-12)
+    assert res.pvalue == pytest.approx(2 * stats.norm.sf(abs(z)), rel=1e-12)
+    assert two_proportion_z(s1, n1, s2, n2, "less").pvalue == pytest.approx(stats.norm.cdf(z))
+    assert two_proportion_z(s1, n1, s2, n2, "greater").pvalue == pytest.approx(stats.norm.sf(z))
+    # equal sizes: z = (p1 - p2)/sqrt(2 p q / m) (spec §9.2)
+    res = two_proportion_z(520, 1000, 480, 1000)
+    assert res.statistic == pytest.approx(0.04 / math.sqrt(2 * 0.25 / 1000), rel=1e-12)
+    ci = difference_ci(s1, n1, s2, n2)
+    half = stats.norm.ppf(0.975) * math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
+    assert (ci.low, ci.high) == pytest.approx((p1 - p2 - half, p1 - p2 + half), rel=1e-12)
+
+
+def test_paired_tests() -> None:
+    rng = np.random.default_rng(2)
+    x = rng.random(200)
+    y = x - 0.02 + 0.1 * rng.normal(size=200)
+    res = paired_t(x, y)
+    one = stats.ttest_1samp(x - y, 0.0)
+    assert (res.statistic, res.pvalue) == pytest.approx((one.statistic, one.pvalue), rel=1e-12)
+    assert res.test == "paired_t"
+    welch = two_sample_t(x, y)
+    assert welch.test == "welch_t"
+    se = math.sqrt(x.var(ddof=1) / 200 + y.var(ddof=1) / 200)
+    assert welch.statistic == pytest.approx((x.mean() - y.mean()) / se, rel=1e-12)
+
+
+def test_mcnemar() -> None:
+    h1 = np.array([1] * 30 + [0] * 12 + [1] * 40 + [0] * 18, dtype=bool)
+    h2 = np.array([0] * 30 + [1] * 12 + [1] * 40 + [0] * 18, dtype=bool)
+    b, c = 30, 12
+    res = mcnemar(h1, h2)  # b + c = 42 >= 25: chi-square with continuity correction
+    stat = (abs(b - c) - 1) ** 2 / (b + c)
+    assert res.test == "mcnemar_chi2"
+    assert (res.statistic, res.pvalue) == pytest.approx((stat, stats.chi2.sf(stat, 1)))
+    exact = mcnemar(h1, h2, exact=True)
+    tail = sum(math.comb(b + c, i) for i in range(0, min(b, c) + 1)) / 2 ** (b + c)
+    assert exact.pvalue == pytest.approx(min(1.0, 2 * tail), rel=1e-10)
+    assert mcnemar(h1, h1).pvalue == 1.0
+
+
+def test_wilcoxon_exact_by_enumeration() -> None:
+    x = np.array([1.3, 2.1, 0.4, 3.3, 2.8, 1.9, 0.7, 2.5])
+    y = np.array([1.0, 2.6, 0.1, 2.2, 2.0, 1.6, 0.9, 1.3])
+    d = x - y
+    ranks = stats.rankdata(np.abs(d))
+    w_plus = ranks[d > 0].sum()
+    all_w = [sum(r for r, s in zip(ranks, signs, strict=True) if s)
+             for signs in itertools.product([0, 1], repeat=len(d))]
+    all_w = np.array(all_w)
+    p = min(1.0, 2 * min(np.mean(all_w <= w_plus), np.mean(all_w >= w_plus)))
+    res = wilcoxon_signed_rank(x, y)
+    assert res.pvalue == pytest.approx(p, rel=1e-12)
+    assert res.statistic == pytest.approx(min(w_plus, ranks.sum() - w_plus))
+
+
+def test_sign_test() -> None:
+    x = np.array([3, 4, 5, 6, 7, 8, 9, 1, 2, 2], dtype=float)
+    y = np.array([1, 1, 1, 1, 1, 1, 1, 3, 3, 2], dtype=float)
+    res = sign_test(x, y)  # 7 wins, 2 losses, 1 tie dropped
+    tail = sum(math.comb(9, i) for i in range(0, 3)) / 2**9
+    assert res.pvalue == pytest.approx(2 * tail, rel=1e-12)
+
+
+def _holm_brute(p: np.ndarray, alpha: float) -> np.ndarray:
+    order = np.argsort(p)
+    reject = np.zeros(len(p), bool)
+    for i, idx in enumerate(order):
+        if p[idx] <= alpha / (len(p) - i) - 1e-15:
+            reject[idx] = True
+        else:
+            break
+    return reject
+
+
+def test_bonferroni_and_holm() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        p = rng.random(8) ** 3
+        adj_b, rej_b = bonferroni(p, 0.05)
+        np.testing.assert_allclose(adj_b, np.minimum(1, 8 * p))
+        np.testing.assert_array_equal(rej_b, p * 8 < 0.05)
+        adj_h, rej_h = holm(p, 0.05)
+        np.testing.assert_array_equal(rej_h, _holm_brute(p, 0.05))
+        assert np.all(adj_h <= adj_b + 1e-15) and np.all(adj_h >= p)
+
+
+def test_user_sampling_estimate_and_curve() -> None:
+    rng = np.random.default_rng(4)
+    values = rng.random(5000) < 0.3
+    est = user_sampling_estimate(values, 1000, np.random.default_rng(9))
+    chosen = sample_users(5000, 1000, np.random.default_rng(9))
+    assert len(np.unique(chosen)) == 1000  # without replacement
+    assert est.estimate == pytest.approx(values[chosen].mean())
+    sd = values[chosen].std(ddof=1)
+    half = stats.norm.ppf(0.975) * sd / math.sqrt(1000) * math.sqrt(4000 / 4999)
+    assert est.half_width == pytest.approx(half, rel=1e-12)
+
+    global_ranks = rng.integers(1, 200, size=3000)
+    got = user_sampled_curve(global_ranks, 500, "ndcg", 20, np.random.default_rng(5))
+    chosen = global_ranks[sample_users(3000, 500, np.random.default_rng(5))]
+    want = [np.mean((chosen <= k) / np.log2(chosen + 1)) for k in range(1, 21)]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_bad_input() -> None:
+    with pytest.raises(ConfigError, match="confidence=1.5"):
+        critical_value(1.5)
+    with pytest.raises(ConfigError, match="margin=0"):
+        sample_size_proportion(0.0)
+    with pytest.raises(ConfigError, match="population_size=10"):
+        proportion_ci(5, 20, population_size=10)
+    with pytest.raises(ConfigError, match="alternative='bigger'"):
+        paired_t(np.ones(3), np.zeros(3), "bigger")
+    with pytest.raises(DataError, match="same length"):
+        paired_t(np.ones(3), np.zeros(4))
+    with pytest.raises(ConfigError, match="pvalues"):
+        holm(np.array([0.5, 1.5]))
+    with pytest.raises(ConfigError, match=r"n_sampled=20 .*\[1, n_users=10\]"):
+        sample_users(10, 20, np.random.default_rng(0))
+    with pytest.raises(DataError, match="at least 2"):
+        mean_ci(np.array([1.0]))
