@@ -1,0 +1,568 @@
+"""Spectral linear models: W = V_k diag(f) V_kᵀ from one eigendecomposition of G = XᵀX
+(spec/linear_models.md §2.2–§2.3, §3.5–§3.7, §4, §5).
+
+Public API (stable; used by `linrec.models.nearby`):
+  Spectrum, compute_spectrum, clear_spectrum_cache,
+  SpectralFilterModel (base: `filter(spectrum) -> f`), LRR, PureSVD, ClosedFormMF, Ridge,
+  ProjectionCache, FilteredScorer, spectral_grid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import warnings
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+
+from linrec.errors import ConfigError, DataError
+from linrec.models.base import Recommender
+from linrec.models.linalg import check_dense_memory, gram
+
+if TYPE_CHECKING:
+    from linrec.data.splits import EvalSet
+
+# partial eigh (scipy subset_by_index, driver evr) beats the full divide-and-conquer eigh only for
+# a small fraction of the spectrum (measured: k = n/10 at 0.65x the time, k = n/4 at 1.0x).
+_PARTIAL_EIGH_MAX_FRACTION = 0.2
+# relative gap below which two eigenvalues count as tied (spec §2.2: never cut inside a tie)
+_TIE_RTOL = 1e-10
+# dense n x n matrices alive during compute_spectrum: G, the eigh work array (2n² for syevd)
+_EIGH_DENSE_MATRICES = 3.0
+_CACHE_SIZE = 2
+
+
+# --------------------------------------------------------------------------------------------
+# Spectrum of the Gram matrix
+
+
+@dataclass(frozen=True, eq=False)
+class Spectrum:
+    """Leading eigenpairs of G = XᵀX (spec §2.2).
+
+    eigenvalues: float64 (r,) e_i = σ_i², descending, clamped at 0.
+    vectors: (n_items, r) orthonormal columns V in the same order (float64 or float32).
+    r = n_items for a full decomposition, fewer for a partial one.
+    """
+
+    eigenvalues: np.ndarray
+    vectors: np.ndarray
+
+    def __post_init__(self) -> None:
+        e, v = self.eigenvalues, self.vectors
+        if e.ndim != 1 or v.ndim != 2 or v.shape[1] != e.shape[0]:
+            raise DataError(
+                f"Spectrum: eigenvalues shape {e.shape} and vectors shape {v.shape} disagree; "
+                "need eigenvalues (r,) and vectors (n_items, r)"
+            )
+
+    @property
+    def singular_values(self) -> np.ndarray:
+        """σ_i = sqrt(e_i), float64 (r,), descending."""
+        return np.sqrt(self.eigenvalues)
+
+    @property
+    def n_items(self) -> int:
+        return self.vectors.shape[0]
+
+    @property
+    def n_components(self) -> int:
+        return self.eigenvalues.shape[0]
+
+    @property
+    def is_full(self) -> bool:
+        return self.n_components == self.n_items
+
+
+_SPECTRUM_CACHE: OrderedDict[tuple[str, str], Spectrum] = OrderedDict()
+
+
+def _matrix_key(train: sp.csr_matrix) -> str:
+    """Content hash of a CSR matrix (structure, values and shape)."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(np.asarray(train.shape, dtype=np.int64).tobytes())
+    for arr in (train.indptr, train.indices, train.data):
+        digest.update(str(arr.dtype).encode())
+        digest.update(np.ascontiguousarray(arr).tobytes())
+    return digest.hexdigest()
+
+
+def clear_spectrum_cache() -> None:
+    """Drop every cached Spectrum (frees their n_items x r arrays)."""
+    _SPECTRUM_CACHE.clear()
+
+
+def _validate_train(train: sp.spmatrix, where: str) -> sp.csr_matrix:
+    if not sp.issparse(train):
+        raise DataError(f"{where}: train must be a scipy.sparse matrix (users x items), "
+                        f"got {type(train).__name__}")
+    train = sp.csr_matrix(train)
+    if train.shape[1] == 0:
+        raise DataError(f"{where}: train has 0 items (shape {train.shape}); need n_items >= 1")
+    if train.nnz and not np.all(np.isfinite(train.data)):
+        raise DataError(f"{where}: train contains NaN/inf values")
+    return train
+
+
+def compute_spectrum(train: sp.csr_matrix, dtype: np.dtype | str = np.float64,
+                     rank: int | None = None, cache: bool = True) -> Spectrum:
+    """Eigendecomposition of G = XᵀX (spec §2.2): eigenvalues flipped to descending order and
+    clamped at 0, eigenvectors in the same column order.
+
+    train: CSR (n_users x n_items). dtype: float64 or float32 for G and V (eigenvalues are always
+    returned as float64). rank: None for the full spectrum; otherwise at least `rank` leading
+    components are returned (a partial `scipy.linalg.eigh(subset_by_index=...)` when that is
+    cheaper, i.e. rank <= 0.2 n_items; else the full spectrum). Results are cached per training
+    matrix content (a small LRU of 2 entries); a cached spectrum with enough components is reused.
+    Raises MemoryBudgetError (with the estimate) before any work when G and the eigh workspace
+    would not fit. Ties at a cut: the caller must not cut inside a group of equal eigenvalues.
+    """
+    train = _validate_train(train, "compute_spectrum")
+    dtype = _check_dtype(dtype, "compute_spectrum: dtype")
+    n_items = train.shape[1]
+    if rank is not None:
+        rank = _check_rank(rank, "compute_spectrum: rank")
+        if rank > n_items:
+            raise ConfigError(f"compute_spectrum: rank={rank} exceeds n_items={n_items}; "
+                              f"allowed range 1..{n_items}")
+    needed = n_items if rank is None else rank
+
+    key = (_matrix_key(train), dtype.name) if cache else None
+    if key is not None and key in _SPECTRUM_CACHE:
+        cached = _SPECTRUM_CACHE[key]
+        if cached.n_components >= needed:
+            _SPECTRUM_CACHE.move_to_end(key)
+            return cached
+
+    check_dense_memory(
+        n_items, dtype, _EIGH_DENSE_MATRICES, what="eigendecomposition of the item Gram matrix",
+        alternative="Use float32, a dataset with fewer items, or a partial rank.",
+    )
+    gram_matrix = gram(train, dtype)
+    partial = needed < n_items and needed <= _PARTIAL_EIGH_MAX_FRACTION * n_items
+    if partial:
+        values, vectors = sla.eigh(gram_matrix, subset_by_index=[n_items - needed, n_items - 1],
+                                   overwrite_a=True, check_finite=False)
+    else:
+        values, vectors = sla.eigh(gram_matrix, driver="evd", overwrite_a=True,
+                                   check_finite=False)
+    del gram_matrix
+    # ascending -> descending (spec §2.2); copy makes the flipped columns contiguous
+    eigenvalues = np.maximum(values[::-1].astype(np.float64), 0.0)
+    vectors = np.ascontiguousarray(vectors[:, ::-1], dtype=dtype)
+    # shared through the cache: read-only so that no model can alter another's spectrum
+    eigenvalues.flags.writeable = False
+    vectors.flags.writeable = False
+    spectrum = Spectrum(eigenvalues=eigenvalues, vectors=vectors)
+    if key is not None:
+        _SPECTRUM_CACHE[key] = spectrum
+        _SPECTRUM_CACHE.move_to_end(key)
+        while len(_SPECTRUM_CACHE) > _CACHE_SIZE:
+            _SPECTRUM_CACHE.popitem(last=False)
+    return spectrum
+
+
+# --------------------------------------------------------------------------------------------
+# Parameter checks
+
+
+def _check_rank(rank: Any, field: str) -> int:
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
+        raise ConfigError(f"{field}={rank!r} must be an integer >= 1 (and <= n_items)")
+    return int(rank)
+
+
+def _check_lam(lam: Any, field: str) -> float:
+    if isinstance(lam, bool):
+        raise ConfigError(f"{field}={lam!r} must be a number >= 0")
+    try:
+        value = float(lam)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{field}={lam!r} must be a number >= 0") from None
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{field}={lam!r} must be a finite number >= 0")
+    return value
+
+
+def _check_dtype(dtype: Any, field: str) -> np.dtype:
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError:
+        raise ConfigError(f"{field}={dtype!r} must be 'float64' or 'float32'") from None
+    if resolved not in (np.dtype(np.float64), np.dtype(np.float32)):
+        raise ConfigError(f"{field}={dtype!r} must be 'float64' or 'float32'")
+    return resolved
+
+
+def _check_foldin(foldin: sp.spmatrix, n_items: int, where: str) -> sp.csr_matrix:
+    if not sp.issparse(foldin):
+        raise DataError(f"{where}: foldin must be a scipy.sparse matrix, "
+                        f"got {type(foldin).__name__}")
+    if foldin.shape[1] != n_items:
+        raise DataError(f"{where}: foldin has {foldin.shape[1]} columns but the model was fitted "
+                        f"on {n_items} items")
+    return sp.csr_matrix(foldin)
+
+
+# --------------------------------------------------------------------------------------------
+# Spectral-filter models
+
+
+def _effective_rank(f: np.ndarray) -> int:
+    """1 + index of the last non-zero filter value (0 when f is all zero)."""
+    nonzero = np.flatnonzero(f)
+    return int(nonzero[-1]) + 1 if nonzero.size else 0
+
+
+def _warn_if_tied_cut(spectrum: Spectrum, k: int, who: str) -> None:
+    """RuntimeWarning when the subspace V[:, :k] cuts a group of (near-)equal eigenvalues."""
+    e = spectrum.eigenvalues
+    if 0 < k < e.shape[0] and e[k - 1] - e[k] <= _TIE_RTOL * max(e[0], 1.0):
+        warnings.warn(f"{who}: the cut at k={k} falls inside a group of tied eigenvalues "
+                      f"(e_k={e[k - 1]:.6g}, e_k+1={e[k]:.6g}); the rank-k subspace is not "
+                      "unique and scores depend on round-off. Choose another rank.",
+                      RuntimeWarning, stacklevel=3)
+
+
+def _filtered_scores(z: np.ndarray, f: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """S = (Z ⊙ f) V_kᵀ (spec §2.3) for Z (rows x k), f (k,), V_k (n_items x k)."""
+    k = f.shape[0]
+    return (z[:, :k] * f.astype(z.dtype, copy=False)) @ vectors[:, :k].T
+
+
+class SpectralFilterModel(Recommender):
+    """Base of every model W = V_k diag(f) V_kᵀ (spec §2.3, §4).
+
+    Subclasses set `self.rank` (None = all components) and implement `filter(spectrum) -> f`,
+    f float64 (k,) for the k leading components of `spectrum`. After `fit(train)`:
+    `spectrum_` (Spectrum, possibly shared through the cache), `filter_` float64 (k_eff,) with
+    trailing zeros of f trimmed, `vectors_` (n_items x k_eff) = V[:, :k_eff].
+    Scores are ((foldin @ V_k) ⊙ f) V_kᵀ; W is never formed.
+    """
+
+    rank: int | None
+
+    def __init__(self, dtype: str = "float64") -> None:
+        self.dtype = _check_dtype(dtype, f"{type(self).__name__}.dtype").name
+
+    def filter(self, spectrum: Spectrum) -> np.ndarray:
+        """f float64 (k,) applied to the k leading components of `spectrum`."""
+        raise NotImplementedError
+
+    def _rank_for(self, n_items: int) -> int:
+        rank = n_items if self.rank is None else self.rank
+        if rank > n_items:
+            raise ConfigError(f"{type(self).__name__}.rank={rank} exceeds n_items={n_items}; "
+                              f"allowed range 1..{n_items}")
+        return rank
+
+    def _components(self, spectrum: Spectrum) -> int:
+        """k = the model's rank, checked against the spectrum."""
+        k = self._rank_for(spectrum.n_items)
+        if k > spectrum.n_components:
+            raise ConfigError(f"{type(self).__name__}: rank={k} needs {k} components but the "
+                              f"spectrum has only {spectrum.n_components}")
+        return k
+
+    def fit(self, train: sp.csr_matrix, valid: EvalSet | None = None) -> SpectralFilterModel:
+        """One (cached) eigendecomposition of XᵀX, then the filter. valid is unused."""
+        train = _validate_train(train, f"{type(self).__name__}.fit")
+        rank = self._rank_for(train.shape[1])
+        spectrum = compute_spectrum(train, self.dtype,
+                                    rank=None if rank == train.shape[1] else rank)
+        return self.fit_spectrum(spectrum)
+
+    def fit_spectrum(self, spectrum: Spectrum) -> SpectralFilterModel:
+        """Set the model from an existing spectrum (no decomposition)."""
+        f = np.asarray(self.filter(spectrum), dtype=np.float64)
+        k_eff = _effective_rank(f)
+        _warn_if_tied_cut(spectrum, k_eff, type(self).__name__)
+        self.spectrum_ = spectrum
+        self.filter_ = f[:k_eff]
+        # contiguous copy when truncated: sparse @ dense would copy a strided view on every call
+        self.vectors_ = np.ascontiguousarray(spectrum.vectors[:, :k_eff])
+        return self
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "filter_"):
+            raise ConfigError(f"{type(self).__name__} is not fitted: call fit(train) first")
+
+    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
+        """Scores (foldin.shape[0] x n_items) = ((foldin V_k) ⊙ f) V_kᵀ; `users` is ignored."""
+        self._check_fitted()
+        foldin = _check_foldin(foldin, self.vectors_.shape[0], f"{type(self).__name__}.score")
+        z = np.asarray(foldin.astype(self.vectors_.dtype) @ self.vectors_)
+        return _filtered_scores(z, self.filter_, self.vectors_)
+
+    def weights(self) -> np.ndarray:
+        """The dense W = V_k diag(f) V_kᵀ (n_items x n_items); for tests and small n only."""
+        self._check_fitted()
+        return (self.vectors_ * self.filter_.astype(self.vectors_.dtype)) @ self.vectors_.T
+
+
+class LRR(SpectralFilterModel):
+    """Low-rank (Tikhonov) regression, min_{rank W <= k} ‖X − XW‖² + ‖ΓW‖² (spec §3.5, eq. 66).
+
+    Regularizer R = ΓᵀΓ = λI + p/(1−p)·diagM(diag(G)) [dropout p, low-rank DLAE, §3.4(3)]
+    + gammaᵀgamma [explicit Γ: (r, n_items) matrix, or (n_items,) vector meaning diag(gamma)].
+    * Only λ (dropout=0, gamma=None): spectral closed form eq. 70,
+      W = V_k diag(σ_i²/(σ_i²+λ)) V_kᵀ, served by the shared spectrum.
+    * Otherwise the general closed form eq. 68: W* = (G + R)⁻¹G, Q_k = top-k right singular
+      vectors of the stacked X̃W* = [XW*; ΓW*] (= top-k eigenvectors of
+      (X̃W*)ᵀX̃W* = G(G + R)⁻¹G), W = W* Q_k Q_kᵀ (about 5 dense n x n matrices).
+    Hyper-parameters (spec §3.5): rank k (ML-20M 2000, Netflix 3000), lam λ (1e4, 4e4).
+    """
+
+    def __init__(self, rank: int = 2000, lam: float = 1e4, dropout: float = 0.0,
+                 gamma: np.ndarray | None = None, dtype: str = "float64") -> None:
+        super().__init__(dtype)
+        self.rank = _check_rank(rank, "LRR.rank")
+        self.lam = _check_lam(lam, "LRR.lam")
+        dropout = float(dropout)
+        if not 0.0 <= dropout < 1.0:
+            raise ConfigError(f"LRR.dropout={dropout!r} must be in [0, 1)")
+        self.dropout = dropout
+        if gamma is not None:
+            gamma = np.asarray(gamma, dtype=np.float64)
+            if gamma.ndim not in (1, 2) or not np.all(np.isfinite(gamma)):
+                raise ConfigError(f"LRR.gamma must be a finite (n_items,) vector or (r, n_items) "
+                                  f"matrix, got shape {gamma.shape}")
+        self.gamma = gamma
+
+    @property
+    def is_spectral(self) -> bool:
+        """True when R = λI, i.e. eq. 70 applies."""
+        return self.dropout == 0.0 and self.gamma is None
+
+    def filter(self, spectrum: Spectrum) -> np.ndarray:
+        """f_i = e_i/(e_i + λ) for i < k (eq. 70; Algorithm 2 uses eigenvalues e = σ²)."""
+        if not self.is_spectral:
+            raise ConfigError("LRR.filter: W is not a spectral filter when dropout > 0 or gamma "
+                              "is given (eq. 68); use fit/score")
+        e = spectrum.eigenvalues[: self._components(spectrum)]
+        if self.lam == 0.0:
+            return np.ones_like(e)  # λ = 0: PCA projection V_kV_kᵀ (§3.5 special cases)
+        return e / (e + self.lam)
+
+    def fit(self, train: sp.csr_matrix, valid: EvalSet | None = None) -> LRR:
+        if self.is_spectral:
+            super().fit(train, valid)
+            return self
+        return self._fit_general(_validate_train(train, "LRR.fit"))
+
+    def _regularizer(self, gram_matrix: np.ndarray) -> np.ndarray:
+        """R = λI + p/(1−p) diagM(diag G) + ΓᵀΓ (n x n, dtype of G)."""
+        n_items = gram_matrix.shape[0]
+        if self.gamma is None:
+            reg = np.zeros((n_items, n_items), dtype=gram_matrix.dtype)
+        elif self.gamma.ndim == 1:
+            if self.gamma.shape[0] != n_items:
+                raise ConfigError(f"LRR.gamma has length {self.gamma.shape[0]}, need n_items="
+                                  f"{n_items}")
+            reg = np.diag(self.gamma**2).astype(gram_matrix.dtype)
+        else:
+            if self.gamma.shape[1] != n_items:
+                raise ConfigError(f"LRR.gamma has shape {self.gamma.shape}, need (r, n_items="
+                                  f"{n_items})")
+            reg = (self.gamma.T @ self.gamma).astype(gram_matrix.dtype)
+        diagonal = self.lam + self.dropout / (1.0 - self.dropout) * np.diag(gram_matrix)
+        reg[np.diag_indices(n_items)] += diagonal
+        return reg
+
+    def _fit_general(self, train: sp.csr_matrix) -> LRR:
+        """eq. 68 via Cholesky of G + R and an eigh of G(G + R)⁻¹G."""
+        n_items = train.shape[1]
+        k = self._rank_for(n_items)
+        check_dense_memory(n_items, self.dtype, 5.0, what="LRR with a general Γ (eq. 68)",
+                           alternative="Use dropout=0 and gamma=None (spectral eq. 70).")
+        gram_matrix = gram(train, self.dtype)
+        system = gram_matrix + self._regularizer(gram_matrix)
+        try:
+            factor = sla.cho_factor(system, overwrite_a=True, check_finite=False)
+        except np.linalg.LinAlgError:
+            raise ConfigError("LRR: G + ΓᵀΓ is not positive definite; use lam > 0 or a Γ of full "
+                              "column rank") from None
+        ridge = sla.cho_solve(factor, gram_matrix, check_finite=False)  # W* = (G+R)⁻¹G
+        del factor, system
+        stacked_gram = gram_matrix @ ridge  # (X̃W*)ᵀ X̃W* = G (G+R)⁻¹ G
+        stacked_gram = 0.5 * (stacked_gram + stacked_gram.T)
+        del gram_matrix
+        _, q = sla.eigh(stacked_gram, subset_by_index=[n_items - k, n_items - 1],
+                        overwrite_a=True, check_finite=False)
+        q_k = np.ascontiguousarray(q[:, ::-1])
+        self.left_ = ridge @ q_k  # W = (W* Q_k) Q_kᵀ
+        self.right_ = q_k
+        return self
+
+    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
+        if self.is_spectral:
+            return super().score(foldin, users)
+        if not hasattr(self, "right_"):
+            raise ConfigError("LRR is not fitted: call fit(train) first")
+        foldin = _check_foldin(foldin, self.right_.shape[0], "LRR.score")
+        return np.asarray(foldin.astype(self.left_.dtype) @ self.left_) @ self.right_.T
+
+    def weights(self) -> np.ndarray:
+        if self.is_spectral:
+            return super().weights()
+        if not hasattr(self, "right_"):
+            raise ConfigError("LRR is not fitted: call fit(train) first")
+        return self.left_ @ self.right_.T
+
+
+class PureSVD(SpectralFilterModel):
+    """PureSVD / PCA projection W = V_k V_kᵀ (spec §3.6, eq. 65); f = 1 for i < k."""
+
+    def __init__(self, rank: int = 128, dtype: str = "float64") -> None:
+        super().__init__(dtype)
+        self.rank = _check_rank(rank, "PureSVD.rank")
+
+    def filter(self, spectrum: Spectrum) -> np.ndarray:
+        return np.ones(self._components(spectrum))
+
+
+class ClosedFormMF(SpectralFilterModel):
+    """Regularized MF min ‖X − PQᵀ‖² + λ′(‖P‖² + ‖Q‖²) in closed form (spec §3.7, eq. 72–74):
+    W_MF = V_k diag((1 − λ′/σ_i)₊) V_kᵀ (eq. 74 with the mandatory clipping), so the effective
+    rank is min(k, #{σ_i > λ′}); λ′ = 0 gives PureSVD. σ = sqrt(eigenvalue), not the eigenvalue.
+
+    Factor-model protocol of Tables 8/9 (spec §1.3): the experiment fits this model on
+    X_all = [X_train; X_val_foldin; X_test_foldin]; for any user u present in X_all,
+    x_u W_MF = (PQᵀ)_u exactly, so the same W-based `score(foldin)` serves both protocols.
+    `factors(X)` returns the balanced split P = U_k diag(√(σ−λ′)₊), Q = V_k diag(√(σ−λ′)₊).
+    Hyper-parameters: rank k (1000), lam λ′ (ML-20M 50, Netflix 100).
+    """
+
+    def __init__(self, rank: int = 1000, lam: float = 50.0, dtype: str = "float64") -> None:
+        super().__init__(dtype)
+        self.rank = _check_rank(rank, "ClosedFormMF.rank")
+        self.lam = _check_lam(lam, "ClosedFormMF.lam")
+
+    def filter(self, spectrum: Spectrum) -> np.ndarray:
+        """f_i = max(0, 1 − λ′/σ_i) for i < k; 0 where σ_i = 0 < λ′ (eq. 74 + clipping)."""
+        sigma = spectrum.singular_values[: self._components(spectrum)]
+        if self.lam == 0.0:
+            return np.ones_like(sigma)
+        with np.errstate(divide="ignore"):
+            return np.maximum(0.0, 1.0 - self.lam / sigma)
+
+    def factors(self, train: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+        """Balanced factors (P (n_users x k_eff), Q (n_items x k_eff)) of the fitted model for
+        the matrix it was fitted on: PQᵀ = U_k diag((σ_i − λ′)₊) V_kᵀ = X W_MF (§3.7)."""
+        self._check_fitted()
+        train = _check_foldin(train, self.vectors_.shape[0], "ClosedFormMF.factors")
+        sigma = self.spectrum_.singular_values[: self.filter_.shape[0]]
+        root = np.sqrt(sigma * self.filter_)  # √(σ − λ′)
+        # U_k = X V_k Σ_k⁻¹, so P = U_k diag(√(σ−λ′)) = X V_k diag(√(σ−λ′)/σ); 0 where σ = 0
+        scale = np.divide(root, sigma, out=np.zeros_like(root), where=sigma > 0)
+        p = np.asarray(train.astype(self.vectors_.dtype) @ self.vectors_) * scale
+        return p, self.vectors_ * root
+
+
+class Ridge(SpectralFilterModel):
+    """Ridge regression W = (G + λI)⁻¹G = V diag(e_i/(e_i+λ)) Vᵀ, i.e. LRR with k = n
+    (spec §3.5 special cases, §4 table). Uses the full spectrum so λ grids reuse it."""
+
+    def __init__(self, lam: float = 1e4, dtype: str = "float64") -> None:
+        super().__init__(dtype)
+        self.lam = _check_lam(lam, "Ridge.lam")
+        self.rank = None
+
+    def filter(self, spectrum: Spectrum) -> np.ndarray:
+        if not spectrum.is_full:
+            raise ConfigError(f"Ridge needs the full spectrum ({spectrum.n_items} components), "
+                              f"got {spectrum.n_components}")
+        e = spectrum.eigenvalues
+        if self.lam == 0.0:
+            return np.ones_like(e)
+        return e / (e + self.lam)
+
+
+# --------------------------------------------------------------------------------------------
+# Grid reuse (spec §2.3, §5)
+
+
+class ProjectionCache:
+    """Memo of Z = foldin @ V[:, :k_max] per fold-in batch (keyed by the batch's content), so a
+    grid over (k, λ) projects every evaluation batch once. Memory: rows x k_max floats."""
+
+    def __init__(self, spectrum: Spectrum, k_max: int | None = None) -> None:
+        self.spectrum = spectrum
+        self.k_max = spectrum.n_components if k_max is None else min(k_max,
+                                                                      spectrum.n_components)
+        self._vectors = np.ascontiguousarray(spectrum.vectors[:, : self.k_max])
+        self._store: dict[str, np.ndarray] = {}
+
+    def project(self, foldin: sp.csr_matrix, k: int) -> np.ndarray:
+        """Z[:, :k] (rows x k) for this fold-in batch."""
+        if k > self.k_max:
+            raise ConfigError(f"ProjectionCache: k={k} exceeds the cached k_max={self.k_max}")
+        foldin = _check_foldin(foldin, self.spectrum.n_items, "ProjectionCache.project")
+        key = _matrix_key(foldin)
+        z = self._store.get(key)
+        if z is None:
+            z = np.asarray(foldin.astype(self._vectors.dtype) @ self._vectors)
+            self._store[key] = z
+        return z[:, :k]
+
+    def clear(self) -> None:
+        self._store.clear()
+
+
+class FilteredScorer(Recommender):
+    """Light fitted view of one grid point: scores ((foldin V_k) ⊙ f) V_kᵀ with Z from a shared
+    ProjectionCache. `fit` is a no-op (the filter is already known)."""
+
+    def __init__(self, projections: ProjectionCache, f: np.ndarray,
+                 params: Mapping[str, Any] | None = None) -> None:
+        k_eff = _effective_rank(f)
+        self.projections = projections
+        self.filter_ = np.asarray(f, dtype=np.float64)[:k_eff]
+        self.vectors_ = projections.spectrum.vectors[:, :k_eff]
+        self.params = dict(params or {})
+
+    def fit(self, train: sp.csr_matrix, valid: EvalSet | None = None) -> FilteredScorer:
+        return self
+
+    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
+        k = self.filter_.shape[0]
+        return _filtered_scores(self.projections.project(foldin, k), self.filter_, self.vectors_)
+
+
+def spectral_grid(model_name: str, spectrum: Spectrum, grid: Mapping[str, Iterable[Any]],
+                  projections: ProjectionCache | None = None,
+                  **fixed: Any) -> Iterator[tuple[dict[str, Any], FilteredScorer]]:
+    """Algorithm 2 (spec §5): for every combination of `grid` values (e.g. {"rank": [...],
+    "lam": [...]}, last key varying fastest) yield (params, scorer) where scorer shares
+    `spectrum` and one ProjectionCache of the evaluation users' Z = foldin V (sized for the
+    largest rank). model_name: a registry key of a SpectralFilterModel (lrr, puresvd, mf_closed,
+    ridge). `fixed` are further constructor parameters.
+    """
+    from linrec.models.registry import build_model, model_class
+
+    cls = model_class(model_name)
+    if not issubclass(cls, SpectralFilterModel):
+        raise ConfigError(f"spectral_grid: model {model_name!r} is not a spectral-filter model")
+    names = list(grid)
+    overlap = sorted(set(names) & set(fixed))
+    if overlap:
+        raise ConfigError(f"spectral_grid: {overlap} given both in grid and as fixed parameters")
+    values = [list(grid[name]) for name in names]
+    points = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
+    models = [build_model(model_name, **fixed, **point) for point in points]
+    for model in models:
+        if isinstance(model, LRR) and not model.is_spectral:
+            raise ConfigError("spectral_grid: LRR with dropout/gamma is not a spectral filter")
+    filters = [model.filter(spectrum) for model in models]  # validates every point first
+    if projections is None:
+        k_max = max((_effective_rank(f) for f in filters), default=0)
+        projections = ProjectionCache(spectrum, max(k_max, 1))
+    for point, f in zip(points, filters, strict=True):
+        yield point, FilteredScorer(projections, f, point)

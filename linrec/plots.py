@@ -1,0 +1,66 @@
+"""Figures as small functions on matplotlib's Agg canvas (no pyplot, no global state).
+Each returns the Figure; `path` writes it atomically (temp file + os.replace)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from linrec.errors import ConfigError
+
+_QUANTITIES = ("ratio", "shrunk")
+
+
+def save_figure(fig: Figure, path: str | Path) -> Path:
+    """Write `fig` to `path` (format from the suffix) atomically; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    FigureCanvasAgg(fig)
+    fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", bbox_inches="tight")
+    os.replace(tmp, path)
+    return path
+
+
+def plot_spectral_profile(profiles: Mapping[str, np.ndarray],
+                          singular_values: np.ndarray | None = None,
+                          quantity: str = "ratio", log_x: bool = True,
+                          title: str | None = None, path: str | Path | None = None) -> Figure:
+    """Figure 11 view (spec/linear_models.md §4): per-component shrinkage of several models
+    against the component index i = 1..r.
+
+    profiles: model label -> f (r_model,) from `spectral_profile`. quantity: "ratio" plots f_i;
+    "shrunk" plots σ_i f_i (needs `singular_values` σ (r,)) together with the unshrunk σ_i.
+    """
+    if quantity not in _QUANTITIES:
+        raise ConfigError(f"plot_spectral_profile: quantity={quantity!r}; allowed {_QUANTITIES}")
+    if quantity == "shrunk" and singular_values is None:
+        raise ConfigError("plot_spectral_profile: quantity='shrunk' needs singular_values")
+    if not profiles:
+        raise ConfigError("plot_spectral_profile: profiles is empty; pass {label: f}")
+    fig = Figure(figsize=(6.4, 4.0))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    if quantity == "shrunk":
+        sigma = np.asarray(singular_values, dtype=np.float64)
+        ax.plot(np.arange(1, sigma.size + 1), sigma, color="0.6", ls="--", lw=1, label="σ_i")
+    for label, f in profiles.items():
+        f = np.asarray(f, dtype=np.float64)
+        y = f if quantity == "ratio" else f * sigma[: f.size]
+        ax.plot(np.arange(1, f.size + 1), y, lw=1.2, label=label)
+    if log_x:
+        ax.set_xscale("log")
+    ax.set_xlabel("component index i")
+    ax.set_ylabel("f_i = v_iᵀ W v_i" if quantity == "ratio" else "σ_i f_i")
+    if title:
+        ax.set_title(title)
+    ax.legend(frameon=False, fontsize="small")
+    ax.grid(alpha=0.3)
+    if path is not None:
+        save_figure(fig, path)
+    return fig

@@ -1,0 +1,180 @@
+"""spectral_profile (spec/linear_models.md §4) and its Figure 11 plot."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from matplotlib.figure import Figure
+
+from linrec.errors import ConfigError
+from linrec.models.base import Recommender
+from linrec.models.profile import spectral_profile
+from linrec.models.spectral import (
+    LRR,
+    ClosedFormMF,
+    PureSVD,
+    Ridge,
+    clear_spectrum_cache,
+    compute_spectrum,
+)
+from linrec.plots import plot_spectral_profile
+
+TOL = 1e-10
+N_ITEMS = 30
+
+
+class _DenseItemModel(Recommender):
+    """Item–item model that stores its W (as EASE does)."""
+
+    def __init__(self, weights):
+        self.W = weights
+
+    def fit(self, train, valid=None):
+        return self
+
+    def score(self, foldin, users=None):
+        return np.asarray(foldin @ self.W)
+
+
+class _ScoreOnlyModel(Recommender):
+    """Item–item model that exposes only score (x_u W)."""
+
+    def __init__(self, weights: np.ndarray):
+        self._hidden = weights
+
+    def fit(self, train, valid=None):
+        return self
+
+    def score(self, foldin, users=None):
+        return np.asarray(foldin @ self._hidden)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    clear_spectrum_cache()
+    yield
+    clear_spectrum_cache()
+
+
+@pytest.fixture(scope="module")
+def train() -> sp.csr_matrix:
+    rng = np.random.default_rng(21)
+    dense = rng.random((200, N_ITEMS)) < 0.2
+    dense[rng.integers(0, 200, N_ITEMS), np.arange(N_ITEMS)] = True
+    return sp.csr_matrix(dense.astype(np.float32))
+
+
+def _reference(train: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """G and its descending eigendecomposition, computed with numpy from the dense X."""
+    x = train.toarray().astype(np.float64)
+    g = x.T @ x
+    e, v = np.linalg.eigh(g)
+    assert np.min(-np.diff(e[::-1])) > 1e-3  # no ties
+    return g, e[::-1], v[:, ::-1]
+
+
+def _ease_weights(g: np.ndarray, lam: float) -> np.ndarray:
+    """EASE closed form (spec §3.1): P = (G + λI)⁻¹, W = I − P diagM(1 ⊘ diag(P))."""
+    p = np.linalg.inv(g + lam * np.eye(g.shape[0]))
+    return np.eye(g.shape[0]) - p / np.diag(p)[None, :]
+
+
+def test_profile_of_ease_equals_diag_vtwv(train):
+    g, _, v = _reference(train)
+    w = _ease_weights(g, lam=15.0)
+    assert np.allclose(np.diag(w), 0.0)
+    expected = np.array([v[:, i] @ w @ v[:, i] for i in range(N_ITEMS)])
+    spectrum = compute_spectrum(train)
+    for model in (_DenseItemModel(w), _DenseItemModel(sp.csr_matrix(w)), _ScoreOnlyModel(w)):
+        np.testing.assert_allclose(spectral_profile(model, spectrum), expected, atol=TOL)
+
+
+def test_profile_of_linrec_ease_model(train):
+    """The real EASE model (W attribute) through spectral_profile, against the test's own W."""
+    ease = pytest.importorskip("linrec.models.ease")
+    g, _, v = _reference(train)
+    model = ease.EASE(lam=15.0, dtype="float64").fit(train)
+    expected = np.diag(v.T @ _ease_weights(g, lam=15.0) @ v)
+    np.testing.assert_allclose(spectral_profile(model, compute_spectrum(train)), expected,
+                               atol=TOL)
+
+
+@pytest.mark.parametrize("model", [LRR(rank=12, lam=30.0), PureSVD(rank=7),
+                                   ClosedFormMF(rank=N_ITEMS, lam=3.0), Ridge(lam=8.0)],
+                         ids=["lrr", "puresvd", "mf", "ridge"])
+def test_profile_of_spectral_models_is_their_filter(train, model):
+    _, e, v = _reference(train)
+    model.fit(train)
+    profile = spectral_profile(model)
+    assert profile.shape == (N_ITEMS,)
+    # independent: the diagonal of Vᵀ W V with V and W built from numpy
+    np.testing.assert_allclose(profile, np.diag(v.T @ model.weights() @ v), atol=TOL)
+    sigma = np.sqrt(e)
+    formulas = {
+        LRR: lambda: np.where(np.arange(N_ITEMS) < 12, e / (e + 30.0), 0.0),
+        PureSVD: lambda: (np.arange(N_ITEMS) < 7).astype(float),
+        ClosedFormMF: lambda: np.maximum(0.0, 1.0 - 3.0 / sigma),
+        Ridge: lambda: e / (e + 8.0),
+    }
+    np.testing.assert_allclose(profile, formulas[type(model)](), atol=TOL)
+    # the generic (score-based) path gives the same numbers
+    np.testing.assert_allclose(spectral_profile(_ScoreOnlyModel(model.weights()),
+                                                model.spectrum_), profile, atol=TOL)
+
+
+def test_profile_with_other_spectrum_uses_generic_path(train):
+    model = LRR(rank=10, lam=5.0).fit(train)
+    partial = compute_spectrum(train, rank=4, cache=False)
+    profile = spectral_profile(model, partial)
+    assert profile.shape == (4,)
+    np.testing.assert_allclose(profile, model.filter_[:4], atol=TOL)
+
+
+def test_profile_of_general_lrr_is_diag_vtwv(train):
+    _, _, v = _reference(train)
+    model = LRR(rank=8, lam=2.0, dropout=0.4).fit(train)
+    spectrum = compute_spectrum(train)
+    np.testing.assert_allclose(spectral_profile(model, spectrum),
+                               np.diag(v.T @ model.weights() @ v), atol=TOL)
+    with pytest.raises(ConfigError, match="spectrum"):
+        spectral_profile(model)
+
+
+def test_profile_errors(train):
+    w = np.eye(N_ITEMS + 1)
+    spectrum = compute_spectrum(train)
+    with pytest.raises(ConfigError, match="spectrum"):
+        spectral_profile(_DenseItemModel(np.eye(N_ITEMS)))
+    with pytest.raises(ConfigError, match="shape"):
+        spectral_profile(_DenseItemModel(w), spectrum)
+    with pytest.raises(ConfigError, match="not a fitted spectral"):
+        spectral_profile(PureSVD(rank=3))
+
+
+def test_plot_spectral_profile_writes_atomically(tmp_path, train):
+    spectrum = compute_spectrum(train)
+    profiles = {
+        "LRR": spectral_profile(LRR(rank=20, lam=30.0).fit(train)),
+        "MF": spectral_profile(ClosedFormMF(rank=20, lam=3.0).fit(train)),
+    }
+    path = tmp_path / "fig" / "profile.png"
+    fig = plot_spectral_profile(profiles, path=path)
+    assert isinstance(fig, Figure)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["profile.png"]
+    ax = fig.axes[0]
+    assert [line.get_label() for line in ax.get_lines()] == ["LRR", "MF"]
+    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), profiles["MF"])
+    shrunk = plot_spectral_profile(profiles, spectrum.singular_values, quantity="shrunk")
+    lines = shrunk.axes[0].get_lines()
+    assert len(lines) == 3
+    np.testing.assert_allclose(lines[1].get_ydata(), profiles["LRR"] * spectrum.singular_values)
+
+
+@pytest.mark.parametrize("kwargs", [{"quantity": "log"}, {"quantity": "shrunk"},
+                                    {"profiles": {}}])
+def test_plot_spectral_profile_bad_input(kwargs):
+    args = {"profiles": {"a": np.ones(3)}} | kwargs
+    with pytest.raises(ConfigError):
+        plot_spectral_profile(**args)
