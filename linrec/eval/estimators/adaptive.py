@@ -1,0 +1,76 @@
+"""EM for sampled ranks observed with heterogeneous sample sizes, as produced by adaptive
+(doubling) item sampling (spec/evaluation.md §8.3)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import gammaln
+
+from linrec.errors import ConfigError
+from linrec.eval.conditional import conditional_columns
+from linrec.eval.estimators.rankdist import check_iterations, em_mixture, initial_distribution
+
+LIKELIHOODS = ("paper", "nested")
+
+
+def observation_cells(
+    sampled_ranks: np.ndarray, sample_sizes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group targets by (n_u, r_u): (sizes (J,), ranks (J,), frequencies (J,) summing to 1)."""
+    cells, counts = np.unique(np.stack([sample_sizes, sampled_ranks]), axis=1, return_counts=True)
+    return cells[0], cells[1], counts / counts.sum()
+
+
+def nested_log_factor(sizes: np.ndarray, ranks: np.ndarray, initial_size: int) -> np.ndarray:
+    """log of the nested likelihood (spec §8.3) over the paper form Bin(r-1; n_j-1, θ) per cell:
+    C(n_{j-1}, r-1) / C(n_j-1, r-1) for r > 1 above the first level (n_{j-1} = n_j / 2), else 0.
+    It does not depend on R, so the EM posterior is the same under both forms."""
+    levels = sizes / initial_size
+    if np.any(sizes < initial_size) or np.any(np.log2(levels) != np.round(np.log2(levels))):
+        raise ConfigError(
+            f"likelihood='nested' needs sample sizes initial_size·2^j (initial_size="
+            f"{initial_size}), got sizes {np.unique(sizes)[:6].tolist()}"
+        )
+    adjust = (ranks > 1) & (sizes > initial_size)
+    prev = sizes / 2.0
+    if np.any(adjust & (ranks > prev + 1)):
+        raise ConfigError(
+            "a target reached level n_j with r_u > n_j/2 + 1, impossible under doubling "
+            "(it had r_u = 1 at n_j/2); use likelihood='paper' for non-nested sizes"
+        )
+    log_ratio = (gammaln(prev + 1) - gammaln(np.maximum(prev - ranks + 2, 1.0))) - (
+        gammaln(sizes) - gammaln(sizes - ranks + 1)
+    )
+    return np.where(adjust, log_ratio, 0.0)
+
+
+def adaptive_mle(
+    sampled_ranks: np.ndarray,
+    sample_sizes: np.ndarray,
+    n_items: int,
+    scheme: str = "binomial",
+    n_iter: int = 50,
+    init: str | np.ndarray = "uniform",
+    tol: float | None = None,
+    likelihood: str = "paper",
+    initial_size: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """MLE of P(R) from (r_u, n_u) pairs by EM (spec §8.3): one likelihood column
+    P(r | R; n) per observed (n, r) cell, weighted by its frequency. likelihood "paper" uses
+    Bin(r-1; n-1, θ); "nested" the exact pmf of the doubling process (binomial scheme only).
+    Returns (p_hat (N,), log-likelihood trace, iterations, number of cells)."""
+    if likelihood not in LIKELIHOODS:
+        raise ConfigError(f"likelihood={likelihood!r} must be one of {LIKELIHOODS}")
+    sizes, ranks, freq = observation_cells(np.asarray(sampled_ranks), np.asarray(sample_sizes))
+    columns = np.empty((n_items, sizes.size))
+    for size in np.unique(sizes):
+        at_level = np.flatnonzero(sizes == size)
+        columns[:, at_level] = conditional_columns(n_items, int(size), ranks[at_level], scheme)
+    if likelihood == "nested":
+        if scheme != "binomial":
+            raise ConfigError("likelihood='nested' is derived for scheme='binomial' only")
+        first = int(sizes.min()) if initial_size is None else int(initial_size)
+        columns *= np.exp(nested_log_factor(sizes, ranks, first))[None, :]
+    start = initial_distribution(init, n_items)
+    p_hat, trace, iterations = em_mixture(columns, freq, check_iterations(n_iter), start, tol)
+    return p_hat, trace, iterations, int(sizes.size)

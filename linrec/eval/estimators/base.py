@@ -1,0 +1,206 @@
+"""Shared pieces of the sampled-metric estimators: the result record, input checks, the sampled-rank
+histogram and the linear algebra every estimator reuses (spec/evaluation.md §5.1, §13)."""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+from scipy.linalg.blas import dsyrk
+
+from linrec.errors import ConfigError
+from linrec.eval.metrics import curve
+
+#: A = P(r | R) as a dense array or a banded CSR array (linrec.eval.conditional)
+ConditionalOp = np.ndarray | sp.csr_array
+
+
+@dataclass
+class EstimateResult:
+    """One estimator's output (spec §13 common output contract).
+
+    p_hat: float64 (n_items,), the implied global-rank distribution P̂(R), p_hat[R-1]; linear
+      estimators (BV, MN, LS) may give negative entries and a sum != 1 (spec §7.5), never clipped.
+    sample_size: the common n, or the per-target sizes (int64 array) for adaptive_mle.
+    prior: where the prior P(R) came from ("uniform", "mle", "mes", "pooled:mle", "array") or None.
+    params: the estimator's hyper-parameters (gamma, entropy_weight, fit_scale, ...).
+    iterations / solver / log_likelihood: EM or solver details (log_likelihood is the per-target
+      average log-likelihood before each EM iteration and after the last one).
+    """
+
+    name: str
+    p_hat: np.ndarray
+    n_items: int
+    sample_size: int | np.ndarray
+    n_targets: int
+    scheme: str
+    prior: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    iterations: int | None = None
+    solver: str | None = None
+    log_likelihood: np.ndarray | None = None
+
+    def curve(self, metric: str, k_max: int = 50) -> np.ndarray:
+        """T̂@1..T̂@k_max for metric (linrec.eval.metrics.curve), float64 (k_max,)."""
+        return curve(self.p_hat, metric, k_max)
+
+
+def check_sampled_ranks(sampled_ranks: np.ndarray, sample_size: int | np.ndarray) -> np.ndarray:
+    """Sampled ranks as int64 (M,), each in [1, its sample size]; ConfigError naming the first bad
+    value and the allowed range otherwise."""
+    ranks = np.asarray(sampled_ranks)
+    if ranks.ndim != 1 or ranks.size == 0:
+        raise ConfigError(f"sampled_ranks must be a non-empty 1-d array, got shape {ranks.shape}")
+    if not np.issubdtype(ranks.dtype, np.integer):
+        if not np.all(np.isfinite(ranks)) or np.any(ranks != np.round(ranks)):
+            bad = ranks[~np.isfinite(ranks) | (ranks != np.round(ranks))][0]
+            raise ConfigError(f"sampled rank {bad} is not an integer; ranks are 1-based integers")
+        ranks = ranks.astype(np.int64)
+    ranks = ranks.astype(np.int64, copy=False)
+    sizes = np.broadcast_to(np.asarray(sample_size, dtype=np.int64), ranks.shape)
+    bad = (ranks < 1) | (ranks > sizes)
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise ConfigError(
+            f"sampled rank {int(ranks[i])} (target {i}) is outside the allowed range "
+            f"[1, {int(sizes[i])}] (1-based, sample_size={int(sizes[i])})"
+        )
+    return ranks
+
+
+def common_sample_size(sample_size: int | np.ndarray, name: str) -> int:
+    """The single sample size of a fixed-n estimator; ConfigError when sizes differ per target."""
+    sizes = np.unique(np.asarray(sample_size))
+    if sizes.size != 1:
+        raise ConfigError(
+            f"estimator {name!r} needs one common sample_size, got {sizes.size} different sizes "
+            f"({sizes[:5].tolist()}...); only 'adaptive_mle' handles per-target sizes (spec §8.4)"
+        )
+    size = sizes[0]
+    if int(size) != size or size < 1:
+        raise ConfigError(f"sample_size={size} must be an integer >= 1")
+    return int(size)
+
+
+def rank_histogram(sampled_ranks: np.ndarray, sample_size: int) -> np.ndarray:
+    """P~(r), r = 1..n: the empirical sampled-rank distribution, float64 (sample_size,)."""
+    counts = np.bincount(sampled_ranks - 1, minlength=sample_size).astype(np.float64)
+    return counts / counts.sum()
+
+
+def weighted_gram(cond: ConditionalOp, weights: np.ndarray | None = None) -> np.ndarray:
+    """Aᵀ diag(weights) A (dense n x n float64, symmetric); weights None means the identity and
+    may be negative. Dense A uses the BLAS symmetric rank-k update (half the flops of a GEMM);
+    the unweighted and uniform-weight Gram of a cached A is itself cached."""
+    if sp.issparse(cond):
+        band = _band_rows(cond)
+        if band is None:
+            scaled = cond if weights is None else sp.diags_array(weights) @ cond
+            return np.asarray((cond.T @ scaled).toarray())
+        return _banded_gram(*band, cond.shape[1], weights)
+    if weights is None or np.all(weights == weights[0]):
+        scale = 1.0 if weights is None else float(weights[0])
+        return scale * _unweighted_gram(cond)
+    if np.all(weights >= 0):
+        return _syrk(np.sqrt(weights)[:, None] * cond)
+    positive, negative = np.maximum(weights, 0.0), np.maximum(-weights, 0.0)
+    return _syrk(np.sqrt(positive)[:, None] * cond) - _syrk(np.sqrt(negative)[:, None] * cond)
+
+
+def _band_rows(cond: sp.csr_array) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values (N, width), first column (N,)) if every row of cond stores one contiguous window
+    of the same width (the form linrec.eval.conditional.conditional_band builds), else None."""
+    n_rows = cond.shape[0]
+    if n_rows == 0 or cond.nnz % n_rows or not cond.has_sorted_indices:
+        return None
+    width = cond.nnz // n_rows
+    if not np.array_equal(cond.indptr, np.arange(0, cond.nnz + 1, width)):
+        return None
+    columns = cond.indices.reshape(n_rows, width)
+    if width > 1 and not np.all(np.diff(columns, axis=1) == 1):
+        return None
+    return cond.data.reshape(n_rows, width), columns[:, 0].astype(np.int64)
+
+
+def _banded_gram(
+    values: np.ndarray, first: np.ndarray, n_cols: int, weights: np.ndarray | None,
+    block_rows: int = 512,
+) -> np.ndarray:
+    """Aᵀ diag(weights) A for a banded A, one dense column window per block of rows."""
+    gram = np.zeros((n_cols, n_cols))
+    width = values.shape[1]
+    for lo in range(0, len(first), block_rows):
+        starts = first[lo : lo + block_rows]
+        c0, c1 = int(starts.min()), int(starts.max()) + width
+        block = np.zeros((len(starts), c1 - c0))
+        cols = (starts - c0)[:, None] + np.arange(width)[None, :]
+        np.put_along_axis(block, cols, values[lo : lo + block_rows], axis=1)
+        scaled = block if weights is None else block * weights[lo : lo + block_rows, None]
+        gram[c0:c1, c0:c1] += scaled.T @ block
+    return gram
+
+
+def _syrk(rows: np.ndarray) -> np.ndarray:
+    """rowsᵀ rows for a C-ordered (N, n) array (passed to BLAS as its F-ordered transpose)."""
+    upper = dsyrk(1.0, np.ascontiguousarray(rows).T, trans=0)
+    return np.triu(upper) + np.triu(upper, 1).T
+
+
+#: AᵀA of read-only (cached) conditional matrices, keyed by id and checked by a weak reference
+_GRAM_CACHE: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def _unweighted_gram(cond: np.ndarray) -> np.ndarray:
+    if cond.flags.writeable:
+        return _syrk(cond)
+    hit = _GRAM_CACHE.get(id(cond))
+    if hit is not None and hit[0]() is cond:
+        return hit[1]
+    gram = _syrk(cond)
+    gram.setflags(write=False)
+    if len(_GRAM_CACHE) >= 8:
+        _GRAM_CACHE.clear()
+    _GRAM_CACHE[id(cond)] = (weakref.ref(cond), gram)
+    return gram
+
+
+def column_sums(cond: ConditionalOp) -> np.ndarray:
+    """Σ_R P(r|R) for each r: Λ1 of spec §7.3, float64 (n,)."""
+    return np.asarray(cond.sum(axis=0)).ravel()
+
+
+def solve_symmetric(matrix: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, str]:
+    """Solve a symmetric system in float64 (spec §13 pitfall 4), falling back to least squares when
+    the matrix is singular or numerically so (spec §13 pitfall 5). Returns (solution, method)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", scipy.linalg.LinAlgWarning)
+            return scipy.linalg.solve(matrix, rhs, assume_a="sym"), "solve(sym)"
+    except (np.linalg.LinAlgError, scipy.linalg.LinAlgError, scipy.linalg.LinAlgWarning):
+        solution = scipy.linalg.lstsq(matrix, rhs, cond=None, lapack_driver="gelsd")[0]
+        return solution, "lstsq"
+
+
+def implied_distribution(
+    cond: ConditionalOp, prior: np.ndarray, system: np.ndarray, histogram: np.ndarray
+) -> tuple[np.ndarray, str]:
+    """P̂ = D A H⁻¹ P~ for an estimator x = H⁻¹ AᵀD b (spec §5.1: P̂ = Gᵀ P~ with G = H⁻¹AᵀD).
+    One solve with the histogram as right-hand side gives every metric and every K at once."""
+    z, method = solve_symmetric(system, histogram)
+    return prior * np.asarray(cond @ z).ravel(), method
+
+
+def normalise_distribution(values: np.ndarray, n_items: int, what: str) -> np.ndarray:
+    """A user-given P(R) as float64 (n_items,) summing to 1; ConfigError if it has the wrong length,
+    negative or non-finite entries, or zero mass."""
+    p = np.asarray(values, dtype=np.float64).ravel()
+    if p.shape != (n_items,):
+        raise ConfigError(f"{what} must have length n_items={n_items}, got shape {p.shape}")
+    if not np.all(np.isfinite(p)) or np.any(p < 0) or p.sum() <= 0:
+        raise ConfigError(f"{what} must be finite, >= 0 and have positive mass")
+    return p / p.sum()

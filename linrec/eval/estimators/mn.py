@@ -1,0 +1,53 @@
+"""The MSE-optimised "multinomial" estimator MN (spec/evaluation.md §7)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from linrec.errors import ConfigError
+from linrec.eval.estimators.base import (
+    ConditionalOp,
+    column_sums,
+    implied_distribution,
+    weighted_gram,
+)
+
+VARIANCE_WEIGHTS = ("unweighted", "prior")
+
+
+def mn_system(
+    cond: ConditionalOp, prior: np.ndarray, n_targets: int, variance_weight: str = "unweighted"
+) -> np.ndarray:
+    """H of x_MN = H⁻¹ AᵀD b (spec §7.3): AᵀDA − (1/M)AᵀA + (1/M)Λ1 with Λ1 = diag(column sums).
+    variance_weight="prior" weighs Var[x|R] by P(R) (spec §7.5, the exact variance), i.e. BV with
+    γ = 1/M: AᵀDA − (1/M)AᵀDA + (1/M)diag(Aᵀπ)."""
+    if variance_weight not in VARIANCE_WEIGHTS:
+        raise ConfigError(f"variance_weight={variance_weight!r} must be one of {VARIANCE_WEIGHTS}")
+    if n_targets < 1:
+        raise ConfigError(f"n_targets={n_targets} must be >= 1")
+    if variance_weight == "unweighted":
+        # AᵀDA − (1/M)AᵀA = Aᵀ diag(P(R) − 1/M) A: one Gram product instead of two
+        system = weighted_gram(cond, prior - 1.0 / n_targets)
+        system[np.diag_indices_from(system)] += column_sums(cond) / n_targets
+    else:
+        system = (1.0 - 1.0 / n_targets) * weighted_gram(cond, prior)
+        system[np.diag_indices_from(system)] += np.asarray(prior @ cond).ravel() / n_targets
+    return system
+
+
+def mn(
+    cond: ConditionalOp, histogram: np.ndarray, prior: np.ndarray, n_targets: int,
+    variance_weight: str = "unweighted",
+) -> tuple[np.ndarray, str]:
+    """MN estimator: implied P̂ = D A H⁻¹ P~ (spec §5.1, §7.3). Returns (p_hat, solve method)."""
+    system = mn_system(cond, prior, n_targets, variance_weight)
+    return implied_distribution(cond, prior, system, histogram)
+
+
+def mn_objective(
+    x: np.ndarray, cond: np.ndarray, prior: np.ndarray, target: np.ndarray, n_targets: int
+) -> float:
+    """L1 + L2 of spec §7.2: Σ_R P(R)(E[x|R] − F(R))² + (1/M) Σ_R Var[x|R]; for tests."""
+    mean = cond @ x
+    var = cond @ (x * x) - mean * mean
+    return float(prior @ (mean - target) ** 2 + var.sum() / n_targets)

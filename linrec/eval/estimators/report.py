@@ -1,0 +1,44 @@
+"""How well an estimator recovers the exact metric: average relative error over K and winner
+accuracy across models (spec/evaluation.md §10.3, §13 pitfall 10)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from linrec.errors import ConfigError
+
+
+def average_relative_error(
+    est_curve: np.ndarray, true_curve: np.ndarray, ks: Iterable[int] = range(1, 51)
+) -> float:
+    """ARE in %: (100/|ks|) Σ_K |T̂@K − T@K| / T@K over K in ks (1-based; curves hold T@1, T@2, ...
+    at index K-1). A K with T@K = 0 contributes 0 but still counts in |ks| (ref-code)."""
+    est = np.asarray(est_curve, dtype=np.float64)
+    true = np.asarray(true_curve, dtype=np.float64)
+    idx = np.asarray(list(ks), dtype=np.int64) - 1
+    if idx.size == 0 or idx.min() < 0 or idx.max() >= min(len(est), len(true)):
+        raise ConfigError(
+            f"ks must lie in [1, {min(len(est), len(true))}] (the curve lengths), "
+            f"got [{idx.min() + 1 if idx.size else '-'}, {idx.max() + 1 if idx.size else '-'}]"
+        )
+    t, e = true[idx], est[idx]
+    nonzero = t != 0
+    rel = np.zeros_like(t)
+    rel[nonzero] = np.abs(e[nonzero] - t[nonzero]) / np.abs(t[nonzero])
+    return float(100.0 * rel.mean())
+
+
+def winner_accuracy(est_values: np.ndarray, true_values: np.ndarray) -> int:
+    """Number of repeats whose estimated winner is the true winner (spec §10.3, [S3] Table 8).
+
+    est_values: (repeats, models) estimated T̂@K of each model in each repeat; true_values:
+    (models,) exact T@K. The winner is the argmax (first index on ties)."""
+    est = np.atleast_2d(np.asarray(est_values, dtype=np.float64))
+    true = np.asarray(true_values, dtype=np.float64).ravel()
+    if est.shape[1] != true.size:
+        raise ConfigError(
+            f"est_values has {est.shape[1]} models per repeat but true_values has {true.size}"
+        )
+    return int(np.sum(np.argmax(est, axis=1) == np.argmax(true)))

@@ -1,0 +1,95 @@
+"""P(r | R) matrices against scipy.stats and their invariants (spec/evaluation.md §2, §0.0)."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from linrec.errors import ConfigError, MemoryBudgetError
+from linrec.eval.conditional import (
+    band_half_width,
+    conditional_band,
+    conditional_matrix,
+    conditional_operator,
+)
+
+
+def _scipy_reference(n_items: int, sample_size: int, scheme: str) -> np.ndarray:
+    global_ranks = np.arange(1, n_items + 1)[:, None]
+    sampled_ranks = np.arange(1, sample_size + 1)[None, :]
+    if scheme == "binomial":
+        theta = (global_ranks - 1) / (n_items - 1)
+        return stats.binom.pmf(sampled_ranks - 1, sample_size - 1, theta)
+    # scipy's hypergeom(M, n, N): population, successes, draws (spec §2.2)
+    return stats.hypergeom.pmf(sampled_ranks - 1, n_items - 1, global_ranks - 1, sample_size - 1)
+
+
+@pytest.mark.parametrize("scheme", ["binomial", "hypergeometric"])
+@pytest.mark.parametrize("n_items,sample_size", [(2, 2), (7, 3), (300, 20), (1000, 100), (60, 60)])
+def test_matches_scipy_pmf(scheme, n_items, sample_size):
+    a = conditional_matrix(n_items, sample_size, scheme)
+    ref = _scipy_reference(n_items, sample_size, scheme)
+    assert a.shape == (n_items, sample_size) and a.dtype == np.float64
+    np.testing.assert_allclose(a, ref, rtol=1e-9, atol=1e-14)
+
+
+def test_binomial_sample_larger_than_catalogue():
+    # with replacement the sample may exceed the catalogue
+    a = conditional_matrix(5, 12, "binomial")
+    np.testing.assert_allclose(a, _scipy_reference(5, 12, "binomial"), rtol=1e-9, atol=1e-15)
+
+
+@pytest.mark.parametrize("scheme", ["binomial", "hypergeometric"])
+def test_rows_sum_to_one_large_sample(scheme):
+    # spec §0.0: row sums to 1e-10 up to the adaptive sizes (n = 3200)
+    a = conditional_matrix(4000, 3200, scheme)
+    assert np.abs(a.sum(axis=1) - 1.0).max() < 1e-10
+    # edge rows: θ = 0 puts all mass at r = 1, θ = 1 at r = n (spec §2.5)
+    assert a[0, 0] == 1.0 and a[-1, -1] == 1.0
+
+
+def test_log_form_is_log_of_matrix():
+    log_a = conditional_matrix(300, 20, "binomial", log=True)
+    a = conditional_matrix(300, 20, "binomial")
+    np.testing.assert_allclose(np.exp(log_a), a, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("scheme", ["binomial", "hypergeometric"])
+def test_band_equals_dense(scheme):
+    n_items, sample_size = 3000, 800
+    band = conditional_band(n_items, sample_size, scheme)
+    width = 2 * band_half_width(sample_size, 1e-15) + 1
+    assert band.nnz == n_items * width < n_items * sample_size
+    dense = conditional_matrix(n_items, sample_size, scheme)
+    np.testing.assert_allclose(band.toarray(), dense, rtol=0, atol=1e-15)
+    assert np.abs(band.sum(axis=1) - 1.0).max() < 1e-12
+
+
+def test_hoeffding_half_width_bounds_dropped_mass():
+    # the mass outside the band is at most the tail mass, checked on the worst row θ = 1/2
+    sample_size, tail = 401, 1e-6
+    h = band_half_width(sample_size, tail)
+    pmf = stats.binom.pmf(np.arange(sample_size), sample_size - 1, 0.5)
+    mean = (sample_size - 1) / 2
+    outside = pmf[np.abs(np.arange(sample_size) - mean) > h].sum()
+    assert 0 < outside <= tail
+
+
+def test_operator_is_cached_read_only_and_banded_when_large():
+    small = conditional_operator(500, 20)
+    assert conditional_operator(500, 20) is small and not small.flags.writeable
+    large = conditional_operator(20000, 3200)
+    assert large.shape == (20000, 3200) and large.nnz < 20000 * 3200 / 4
+
+
+@pytest.mark.parametrize(
+    "args",
+    [(1, 5, "binomial"), (100, 0, "binomial"), (10, 20, "hypergeometric"), (100, 5, "poisson")],
+)
+def test_bad_sizes_raise_config_error(args):
+    with pytest.raises(ConfigError):
+        conditional_matrix(*args)
+
+
+def test_dense_memory_budget():
+    with pytest.raises(MemoryBudgetError, match="conditional_band"):
+        conditional_matrix(200_000, 1000)

@@ -1,0 +1,38 @@
+"""Average relative error and winner accuracy (spec/evaluation.md §10.3, §13 pitfall 10)."""
+
+import numpy as np
+import pytest
+
+from linrec.errors import ConfigError
+from linrec.eval.estimators.report import average_relative_error, winner_accuracy
+
+
+def test_average_relative_error_by_hand():
+    true = np.array([0.1, 0.2, 0.0, 0.4])
+    est = np.array([0.12, 0.1, 0.3, 0.4])
+    # K=1: 20 %, K=2: 50 %, K=3: T = 0 contributes 0, K=4: 0 %; mean over 4 K
+    assert average_relative_error(est, true, ks=range(1, 5)) == pytest.approx(17.5, abs=1e-12)
+    assert average_relative_error(est, true, ks=[2]) == pytest.approx(50.0, abs=1e-12)
+
+
+def test_average_relative_error_default_is_k_1_to_50():
+    rng = np.random.default_rng(0)
+    true = rng.random(60) + 0.1
+    est = true * (1 + rng.normal(scale=0.1, size=60))
+    expected = 100 * np.mean(np.abs(est[:50] - true[:50]) / true[:50])
+    assert average_relative_error(est, true) == pytest.approx(expected, rel=1e-14)
+    with pytest.raises(ConfigError, match="ks must lie in"):
+        average_relative_error(est[:40], true[:40])
+
+
+def test_winner_accuracy_counts_matching_argmax():
+    true = np.array([0.30, 0.35, 0.32])
+    est = np.array([
+        [0.31, 0.36, 0.30],  # right
+        [0.40, 0.36, 0.30],  # wrong
+        [0.10, 0.20, 0.15],  # right
+        [0.10, 0.20, 0.25],  # wrong
+    ])
+    assert winner_accuracy(est, true) == 2
+    with pytest.raises(ConfigError, match="3 models per repeat but true_values has 2"):
+        winner_accuracy(est[:, :3], true[:2])
