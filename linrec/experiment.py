@@ -39,6 +39,10 @@ def run(
 
     config = _as_dict(cfg)
     run_dir = Path(run_dir)
+    if config.get("study"):
+        from linrec.studies import run_study
+
+        return run_study(config, run_dir)
     eval_cfg = EvalConfig.from_dict(config.get("eval", {}))
     seed = int(config.get("seed", 0))
     timings: dict[str, float] = {}

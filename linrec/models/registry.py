@@ -27,6 +27,8 @@ MODELS: dict[str, str] = {
     "debiased_ials": "linrec.models.als:DebiasedIALS",
     "wmf": "linrec.models.als:WMF",
     "learned_lambda": "linrec.models.nearby:LearnedLambda",
+    "nearby_ht": "linrec.models.nearby:NearbyItemItem",
+    "nearby_sparse": "linrec.models.nearby:NearbyItemItem",
 }
 
 
