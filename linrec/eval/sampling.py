@@ -17,6 +17,7 @@ size of the scoring pass.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,10 @@ BLOCK_ENTRIES = 1 << 17
 _SEED_TAG = 0x5A3D_17E5
 #: dense-row budget (floats) of the without-replacement fallback used when n-1 > pool/2
 _DENSE_FLOATS = 1 << 23
+#: sampled items compared per chunk of the rank kernel (its buffers stay in cache)
+_KERNEL_ENTRIES = 1 << 16
+#: largest span of score cells (about the L2 cache) the kernel reads ahead of a gather
+_TOUCH_FLOATS = 1 << 18
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,6 +244,10 @@ class NegativeSampler:
 
     def block(self, repeat: int, block_index: int) -> np.ndarray:
         """Sampled items of the targets in block `block_index`: int64 (block length, n - 1)."""
+        return self._cached_block(repeat, block_index).astype(np.int64, copy=False)
+
+    def _cached_block(self, repeat: int, block_index: int) -> np.ndarray:
+        """The block as drawn and cached: int32 (with replacement, n_items < 2**31) or int64."""
         repeat = _check_seed(repeat, "repeat")
         key = (repeat, int(block_index))
         if key not in self._cache:
@@ -253,19 +262,38 @@ class NegativeSampler:
         offsets = self._draw_offsets(rng, self._pool_sizes[lo:hi])
         return self._offsets_to_items(offsets, slice(lo, hi))
 
+    def run(self, repeat: int, start: int, stop: int) -> np.ndarray:
+        """Sampled items of the consecutive targets start..stop-1, which must lie in one block:
+        integer (stop - start, n - 1) (int32 or int64), a read-only view of the cached block.
+        Per repeat only that block stays cached."""
+        size = self.block_targets
+        b = start // size
+        if not (0 <= start < stop <= min((b + 1) * size, self.n_targets)):
+            raise ConfigError(f"targets {start}..{stop - 1} are not inside one sampling block "
+                              f"of {size} targets (n_targets={self.n_targets})")
+        view = self._cached_block(repeat, b)[start - b * size : stop - b * size]
+        view.flags.writeable = False
+        self._drop_stale(repeat, b)
+        return view
+
+    def _drop_stale(self, repeat: int, keep: int) -> None:
+        for stale in [k for k in self._cache if k[0] == repeat and k[1] != keep]:
+            del self._cache[stale]
+
     def negatives(self, repeat: int, positions: np.ndarray) -> np.ndarray:
         """Sampled items of the targets at canonical `positions`: int64 (len, n - 1). Per repeat,
         only the block of the last position stays cached (the next batch may continue it), so
         memory stays at one block per repeat."""
         positions = np.asarray(positions, dtype=np.int64)
-        block_of = positions // self.block_targets
         out = np.empty((len(positions), self.sample_size - 1), dtype=np.int64)
+        if len(positions) == 0:
+            return out
+        size = self.block_targets
+        block_of = positions // size
         for b in np.unique(block_of):
             sel = block_of == b
-            out[sel] = self.block(repeat, int(b))[positions[sel] - b * self.block_targets]
-        keep = int(block_of[-1]) if len(block_of) else -1
-        for stale in [k for k in self._cache if k[0] == repeat and k[1] != keep]:
-            del self._cache[stale]
+            out[sel] = self._cached_block(repeat, int(b))[positions[sel] - b * size]
+        self._drop_stale(repeat, int(block_of[-1]))
         return out
 
     def all(self, repeat: int) -> np.ndarray:
@@ -282,10 +310,15 @@ class NegativeSampler:
         when sampling without replacement."""
         n_neg = self.sample_size - 1
         rows = len(pool_sizes)
+        # with replacement and n_items < 2**31, draw int32: numpy generates bounded integers of a
+        # range < 2**32 from the same 32-bit stream for int32 and int64 output, so the values are
+        # identical (test_sample_stream_definition) at half the memory traffic; without
+        # replacement later draws follow, so keep int64 there
+        dtype = np.int32 if self.replace and self.n_items < 2**31 else np.int64
         if rows and np.all(pool_sizes == pool_sizes[0]):
-            x = rng.integers(0, pool_sizes[0], size=(rows, n_neg))
+            x = rng.integers(0, pool_sizes[0], size=(rows, n_neg), dtype=dtype)
         else:
-            x = rng.integers(0, pool_sizes[:, None], size=(rows, n_neg))
+            x = rng.integers(0, pool_sizes[:, None], size=(rows, n_neg), dtype=dtype)
         if self.replace or rows == 0:
             return x
         dense = 2 * n_neg > pool_sizes
@@ -334,8 +367,14 @@ class NegativeSampler:
         if self._excluded is None:
             return np.add(x, x >= self.target_items[sel][:, None], out=x)
         users = self.target_users[sel][:, None]
-        below = np.searchsorted(self._rank_keys, users * self.n_items + x, side="right")
-        return np.add(x, below - self._excluded.indptr[users], out=x)
+        if users.size == 0:
+            return x
+        # keys of rows outside [u0, u1] lie below u0·N or at/above (u1 + 1)·N, outside every
+        # query: searching the block's own rows' keys (cache-resident) gives the same counts
+        indptr = self._excluded.indptr
+        k0, k1 = int(indptr[users.min()]), int(indptr[users.max() + 1])
+        below = np.searchsorted(self._rank_keys[k0:k1], users * self.n_items + x, side="right")
+        return np.add(x, below + (k0 - indptr[users]), out=x)
 
 
 def draw_negatives(
@@ -390,6 +429,58 @@ def given_negatives(eval_set: EvalSet, target_rows: np.ndarray) -> np.ndarray:
     return negatives[np.asarray(target_rows, dtype=np.int64)]
 
 
+def _beaten_counts(scores: np.ndarray, keys: Any, rows: np.ndarray, items: np.ndarray,
+                   target_scores: np.ndarray, negatives: Sequence[np.ndarray]) -> np.ndarray:
+    """#{sampled j beating t} per sample set and target, items scored -inf never counting:
+    int64 (len(negatives), T).
+
+    scores: C-contiguous (B, n_items); rows, items, target_scores: (T,); negatives: one int64
+    (T, n - 1) array per sample set (repeat). j beats t when s_j > s_t, or s_j == s_t and
+    key_j < key_t (spec §0.3); keys are looked up on exact ties only. Works in chunks of
+    consecutive targets, all sample sets at once, so that the few score rows of a chunk stay in
+    cache while every repeat gathers from them."""
+    n_sets = len(negatives)
+    n_targets = len(rows)
+    n_neg = negatives[0].shape[1] if n_sets else 0
+    out = np.zeros((n_sets, n_targets), dtype=np.int64)
+    if n_sets == 0 or n_targets == 0 or n_neg == 0:
+        return out
+    flat_scores = scores.reshape(-1)
+    n_cols = scores.shape[1]
+    chunk = max(1, _KERNEL_ENTRIES // (n_sets * n_neg))
+    shape = (n_sets, min(chunk, n_targets), n_neg)
+    index = np.empty(shape, dtype=np.int64)
+    gathered = np.empty(shape, dtype=scores.dtype)
+    compared = np.empty(shape, dtype=bool)
+    row_offsets = rows * n_cols
+    for lo in range(0, n_targets, chunk):
+        hi = min(lo + chunk, n_targets)
+        c = hi - lo
+        idx, s_j, cmp = index[:, :c], gathered[:, :c], compared[:, :c]
+        offsets = row_offsets[lo:hi, None]
+        for k, negs in enumerate(negatives):
+            np.add(negs[lo:hi], offsets, out=idx[k])
+        # one sequential read of the chunk's score rows brings them into cache (the hardware
+        # prefetcher cannot follow the random gather); indices are in range, "clip" avoids the
+        # buffered out= of mode "raise"
+        span = row_offsets[hi - 1] - row_offsets[lo]
+        if 0 <= span <= _TOUCH_FLOATS:
+            np.max(flat_scores[row_offsets[lo] : row_offsets[hi - 1] + n_cols])
+        np.take(flat_scores, idx, out=s_j, mode="clip")
+        s_t = target_scores[None, lo:hi, None]
+        np.greater(s_j, s_t, out=cmp)
+        out[:, lo:hi] = np.count_nonzero(cmp, axis=2)
+        np.equal(s_j, s_t, out=cmp)
+        if cmp.any():  # exact ties (rare for real-valued scores): compare keys there only
+            tie_k, tie_t, tie_j = np.nonzero(cmp)
+            tie_rows = rows[lo + tie_t]
+            tie_items = idx[tie_k, tie_t, tie_j] - row_offsets[lo + tie_t]
+            won = keys[tie_rows, tie_items] < keys[tie_rows, items[lo + tie_t]]
+            won &= ~np.isneginf(s_j[tie_k, tie_t, tie_j])  # excluded items tie only at -inf
+            np.add.at(out, (tie_k[won], lo + tie_t[won]), 1)
+    return out
+
+
 def sampled_ranks_from_scores(
     scores_batch: np.ndarray,
     keys_batch: Any,
@@ -422,6 +513,10 @@ def sampled_ranks_from_scores(
         )
     if negatives.size and (negatives.min() < 0 or negatives.max() >= scores.shape[1]):
         raise DataError(f"sampled item ids must lie in [0, {scores.shape[1] - 1}]")
+    if excluded_mask is None:
+        scores = np.ascontiguousarray(scores)
+        return 1 + _beaten_counts(scores, keys_batch, rows, items, scores[rows, items],
+                                  [negatives])[0]
     n_cols = scores.shape[1]
     flat = rows[:, None] * n_cols + negatives
     neg_score = np.take(np.ascontiguousarray(scores).ravel(), flat)
@@ -436,9 +531,7 @@ def sampled_ranks_from_scores(
     # excluded items never beat the target: check only the sampled items that beat it
     win_t, win_j = np.nonzero(won)
     if win_t.size:
-        if excluded_mask is None:
-            excluded = np.isneginf(neg_score[win_t, win_j])
-        elif sp.issparse(excluded_mask):
+        if sp.issparse(excluded_mask):
             excluded = _csr_contains(_binary_sorted_csr(excluded_mask), rows[win_t],
                                      negatives[win_t, win_j])
         else:
@@ -452,11 +545,18 @@ class SampledRankHook:
 
     Called once per scoring batch as hook(rows, scores, keys, batch_ranks) (the protocol of
     `linrec.eval.evaluator`): rows int (B,) positions of the batch's users in eval_set, scores
-    (B, n_items) with fold-in entries -inf, keys the batch's tie-break keys (`BatchKeys` or an
-    array); batch_ranks is not used. Fold-in items and the user's other targets never beat a
-    target (they rank below every candidate, spec §0.3). After the pass,
+    (B, n_items) (fold-in entries may be -inf or not), keys the batch's tie-break keys
+    (`BatchKeys` or an array); batch_ranks is not used. Fold-in items and the user's other
+    targets never beat a target (they rank below every candidate, spec §0.3). After the pass,
     `sampled_ranks` is int64 (n_repeats, n_targets) in the canonical target order
     (`canonical_targets`), `sample_size` the set size n (100 for NCF's given 99 negatives).
+
+    Cost per batch: the batch's fold-in and target entries are set to -inf in `scores` for the
+    duration of the call and restored before it returns (a copy is made when `scores` is
+    read-only, not C-contiguous or not floating), so an excluded item can never beat a target
+    with a finite score; then one gather of the sampled items' scores and one comparison for all
+    repeats at once (`_beaten_counts`), keys looked up on exact ties only. Targets with a
+    non-finite score fall back to `sampled_ranks_from_scores` with an explicit exclusion mask.
     """
 
     def __init__(
@@ -488,6 +588,10 @@ class SampledRankHook:
             if sample_size not in (None, n_given + 1):
                 raise ConfigError(f"sample_size={sample_size} does not match the "
                                   f"{n_given} given negatives per user (sample_size={n_given + 1})")
+            given = np.asarray(eval_set.negatives)
+            if given.size and (given.min() < 0 or given.max() >= n_items):
+                raise DataError(f"EvalSet.negatives holds item ids in [{given.min()}, "
+                                f"{given.max()}]; allowed: [0, n_items - 1 = {n_items - 1}]")
             self.sample_size = n_given + 1
             self._sampler = None
         else:
@@ -498,6 +602,28 @@ class SampledRankHook:
                                             self.sample_size, replace, pool, self._excluded)
         self.sampled_ranks = np.zeros((self.repeats, len(self.target_items)), dtype=np.int64)
 
+    def _negatives(self, repeat: int, positions: np.ndarray, user_rows: np.ndarray) -> np.ndarray:
+        if self._sampler is None:
+            return given_negatives(self._eval_set, user_rows)
+        return self._sampler.negatives(repeat, positions)
+
+    def _pieces(self, positions: np.ndarray, user_rows: np.ndarray):
+        """Yield (slice into positions, [sampled items of each repeat]). A run of consecutive
+        positions (the evaluator's batches) is cut at the sampling blocks' boundaries, so every
+        repeat's sampled items are views of cached blocks; anything else comes in one piece."""
+        n = len(positions)
+        contiguous = n > 0 and int(positions[-1]) - int(positions[0]) + 1 == n and bool(
+            np.all(np.diff(positions) == 1))
+        if self._sampler is None or not contiguous:
+            yield slice(0, n), [self._negatives(r, positions, user_rows)
+                                for r in range(self.repeats)]
+            return
+        size, first = self._sampler.block_targets, int(positions[0])
+        bounds = [first, *range((first // size + 1) * size, first + n, size), first + n]
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            yield slice(lo - first, hi - first), [self._sampler.run(r, lo, hi)
+                                                  for r in range(self.repeats)]
+
     def __call__(self, rows: np.ndarray, scores: np.ndarray, keys: Any, *_: Any,
                  **__: Any) -> None:
         rows = np.asarray(rows, dtype=np.int64)
@@ -505,18 +631,36 @@ class SampledRankHook:
         positions = _concat_ranges(self._indptr[rows], counts)
         batch_rows = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
         items = self.target_items[positions]
-        # dense (B, n_items) mask of fold-in ∪ targets: 1/8 of the scores' memory, O(1) lookups
-        batch_excluded = self._excluded[rows]
-        excluded = np.zeros(batch_excluded.shape, dtype=bool)
-        excluded[np.repeat(np.arange(len(rows)), np.diff(batch_excluded.indptr)),
-                 batch_excluded.indices] = True
-        for repeat in range(self.repeats):
-            if self._sampler is None:
-                negatives = given_negatives(self._eval_set, rows[batch_rows])
-            else:
-                negatives = self._sampler.negatives(repeat, positions)
-            self.sampled_ranks[repeat, positions] = sampled_ranks_from_scores(
-                scores, keys, batch_rows, items, negatives, excluded)
+        scores = np.asarray(scores)
+        if scores.ndim != 2 or scores.shape[0] != len(rows):
+            raise ConfigError(f"scores {scores.shape} must be (len(rows)={len(rows)}, n_items)")
+        # fold-in ∪ targets of the batch's users, as (batch row, item) pairs
+        indptr = self._excluded.indptr
+        lengths = indptr[rows + 1] - indptr[rows]
+        excluded_items = self._excluded.indices[_concat_ranges(indptr[rows], lengths)]
+        excluded_rows = np.repeat(np.arange(len(rows), dtype=np.int64), lengths)
+        target_scores = scores[batch_rows, items]
+        if not np.all(np.isfinite(target_scores)):
+            mask = sp.csr_matrix((np.ones(len(excluded_items), dtype=bool),
+                                  (excluded_rows, excluded_items)), shape=scores.shape)
+            for repeat in range(self.repeats):
+                self.sampled_ranks[repeat, positions] = sampled_ranks_from_scores(
+                    scores, keys, batch_rows, items,
+                    self._negatives(repeat, positions, rows[batch_rows]), mask)
+            return
+        floating = np.issubdtype(scores.dtype, np.floating)
+        in_place = floating and scores.flags.writeable and scores.flags.c_contiguous
+        work = scores if in_place else np.array(scores, order="C",
+                                                dtype=None if floating else np.float64)
+        saved = work[excluded_rows, excluded_items]
+        work[excluded_rows, excluded_items] = -np.inf
+        try:
+            for piece, negatives in self._pieces(positions, rows[batch_rows]):
+                self.sampled_ranks[:, positions[piece]] = 1 + _beaten_counts(
+                    work, keys, batch_rows[piece], items[piece], target_scores[piece], negatives)
+        finally:
+            if in_place:
+                work[excluded_rows, excluded_items] = saved
 
     def result(self) -> np.ndarray:
         """sampled_ranks (n_repeats, n_targets); raises DataError if some target was not scored."""

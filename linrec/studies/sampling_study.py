@@ -17,13 +17,12 @@ from typing import Any
 import numpy as np
 
 from linrec.errors import ConfigError
-from linrec.eval.estimators import estimate
 from linrec.eval.estimators.mapping import aligned_curves, alignment_errors, mapping_function
 from linrec.eval.estimators.report import average_relative_error, winner_accuracy
 from linrec.eval.evaluator import evaluate_split
 from linrec.eval.expected import global_rank_distribution
 from linrec.eval.metrics import curve
-from linrec.eval.sampled import canonical_global_ranks
+from linrec.eval.sampled import canonical_global_ranks, estimate_sharing_priors
 from linrec.eval.sampling import simulate_adaptive_ranks, simulate_sampled_ranks
 from linrec.results import write_json_atomic
 from linrec.studies.common import build_from_config, fit_timed, write_table
@@ -104,8 +103,9 @@ def run(config: dict[str, Any], run_dir: Path) -> None:
                     sizes = sample_size
                     if repeat == 0:
                         first_samples[(setting, label)] = sampled
+                priors: dict[str, np.ndarray] = {}
                 for name in names:
-                    p_hat = estimate(name, sampled, n_items=n_items, sample_size=sizes).p_hat
+                    p_hat = estimate_sharing_priors(name, sampled, n_items, sizes, priors)
                     for m in metrics:
                         curves[(name, m)][repeat] = curve(p_hat, m, k_max)
             for (name, m), values in curves.items():

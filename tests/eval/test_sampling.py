@@ -13,6 +13,7 @@ from scipy import stats
 
 from linrec.data.splits import EvalSet
 from linrec.errors import ConfigError, DataError
+from linrec.eval.ranks import BatchKeys, tie_break_keys
 from linrec.eval.sampling import (
     AdaptiveSample,
     NegativeSampler,
@@ -341,6 +342,145 @@ def test_hook_reports_unscored_targets() -> None:
     hook(np.arange(10), np.zeros((10, 50)), np.zeros((10, 50)))
     with pytest.raises(DataError, match="never scored"):
         hook.result()
+
+
+def _brute_force_hook_ranks(eval_set: EvalSet, scores: np.ndarray, keys: np.ndarray,
+                            rows: np.ndarray, items: np.ndarray,
+                            negatives: np.ndarray) -> np.ndarray:
+    """Per target, in plain Python: 1 + #{sampled j that are neither fold-in nor targets of the
+    user and beat t: s_j > s_t, or s_j == s_t and key_j < key_t} (spec §0.3)."""
+    foldin, targets = eval_set.foldin.tolil().rows, eval_set.targets.tolil().rows
+    out = []
+    for i, (r, t) in enumerate(zip(rows.tolist(), items.tolist(), strict=True)):
+        excluded = set(foldin[r]) | set(targets[r])
+        s_t, k_t = scores[r, t], keys[r, t]
+        out.append(1 + sum(1 for j in negatives[i].tolist() if j not in excluded and (
+            scores[r, j] > s_t or (scores[r, j] == s_t and keys[r, j] < k_t))))
+    return np.array(out, dtype=np.int64)
+
+
+def _multi_target_eval_set(n_users: int, n_items: int, seed: int,
+                           n_given: int | None = None) -> EvalSet:
+    """Users with 1..6 targets and 0..10 fold-in items (some users without fold-in)."""
+    rng = np.random.default_rng(seed)
+    foldin, targets = np.zeros((2, n_users, n_items), dtype=np.float32)
+    for u in range(n_users):
+        picked = rng.choice(n_items, size=int(rng.integers(1, 7)) + int(rng.integers(0, 11)),
+                            replace=False)
+        n_targets = min(len(picked), int(rng.integers(1, 7)))
+        targets[u, picked[:n_targets]] = 1
+        foldin[u, picked[n_targets:]] = 1
+    negatives = None
+    if n_given is not None:  # given negatives may hit fold-in items and the user's other targets
+        negatives = rng.integers(0, n_items, size=(n_users, n_given))
+        for u in range(n_users):
+            first = np.flatnonzero(targets[u])[0]
+            negatives[u][negatives[u] == first] = (first + 1) % n_items
+    return EvalSet(np.arange(n_users), sp.csr_matrix(foldin), sp.csr_matrix(targets), negatives)
+
+
+@pytest.mark.parametrize("pool", ["all_but_target", "non_interacted", "given"])
+@pytest.mark.parametrize("masked", [True, False])
+def test_hook_fast_path_equals_brute_force(pool: str, masked: bool) -> None:
+    """The hook (in-place -inf masking, block-aligned pieces, chunked kernel) against a per-target
+    brute force: heavy score ties, multi-target users, fold-in masked by the evaluator or not,
+    contiguous batches and a shuffled batch (the generic path), read-only scores, and targets
+    with a non-finite score (the explicit-mask fallback)."""
+    n_users, n_items, sample_size, repeats = 160, 40, 12, 3
+    eval_set = _multi_target_eval_set(n_users, n_items, 7, sample_size - 1 if pool == "given"
+                                      else None)
+    rows, items = canonical_targets(eval_set)
+    rng = np.random.default_rng(8)
+    scores = rng.integers(0, 4, size=(n_users, n_items)).astype(np.float32)  # many ties
+    scores[rng.random(scores.shape) < 0.03] = -np.inf  # some candidates at -inf
+    scores[rows[:3], items[:3]] = -np.inf  # non-finite target scores: fallback path
+    keys = tie_break_keys(11, eval_set.users, n_items)
+    if masked:
+        scores[eval_set.foldin.toarray() > 0] = -np.inf
+    hook_repeats = 1 if pool == "given" else repeats
+    if pool == "given":
+        negatives = [eval_set.negatives[rows]]
+    else:
+        negatives = [draw_negatives(5, r, rows, items, n_items, sample_size, pool=pool,
+                                    foldin=eval_set.foldin, targets=eval_set.targets)
+                     for r in range(repeats)]
+    want = np.stack([_brute_force_hook_ranks(eval_set, scores, keys, rows, items, neg)
+                     for neg in negatives])
+    assert np.unique(want).size > 3
+    for batch in (1, 13, n_users):
+        hook = SampledRankHook(eval_set, n_items, None if pool == "given" else sample_size,
+                               seed=5, repeats=hook_repeats, pool=pool)
+        for lo in range(0, n_users, batch):
+            batch_rows = np.arange(lo, min(lo + batch, n_users))
+            batch_scores = scores[batch_rows]
+            before = batch_scores.copy()
+            hook(batch_rows, batch_scores, BatchKeys(11, eval_set.users[batch_rows], n_items))
+            np.testing.assert_array_equal(batch_scores, before)  # restored after the call
+        np.testing.assert_array_equal(hook.result(), want)
+    # a shuffled batch of read-only, non-contiguous scores (Fortran order)
+    hook = SampledRankHook(eval_set, n_items, None if pool == "given" else sample_size,
+                           seed=5, repeats=hook_repeats, pool=pool)
+    order = np.random.default_rng(9).permutation(n_users)
+    frozen = np.asfortranarray(scores[order])
+    frozen.flags.writeable = False
+    hook(order, frozen, keys[order])
+    np.testing.assert_array_equal(hook.result(), want)
+    # integer scores (no -inf possible): converted, never written to
+    int_scores = np.where(np.isfinite(scores), scores, -1).astype(np.int64)
+    want_int = np.stack([_brute_force_hook_ranks(eval_set, int_scores, keys, rows, items, neg)
+                         for neg in negatives])
+    hook = SampledRankHook(eval_set, n_items, None if pool == "given" else sample_size,
+                           seed=5, repeats=hook_repeats, pool=pool)
+    before = int_scores.copy()
+    hook(np.arange(n_users), int_scores, keys)
+    np.testing.assert_array_equal(int_scores, before)
+    np.testing.assert_array_equal(hook.result(), want_int)
+
+
+def test_kernel_chunks_and_unsorted_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sampled_ranks_from_scores in many small chunks (cache read-ahead on, and off for unsorted
+    rows) equals the sort-based brute force."""
+    import linrec.eval.sampling as sampling
+
+    monkeypatch.setattr(sampling, "_KERNEL_ENTRIES", 64)
+    monkeypatch.setattr(sampling, "_TOUCH_FLOATS", 150)
+    rng = np.random.default_rng(12)
+    batch, n_items, n_targets, n_neg = 9, 50, 300, 7
+    scores = rng.integers(0, 5, size=(batch, n_items)).astype(np.float64)
+    keys = rng.random((batch, n_items))
+    for rows in (np.sort(rng.integers(0, batch, n_targets)), rng.integers(0, batch, n_targets)):
+        items = rng.integers(0, n_items, n_targets)
+        negatives = rng.integers(0, n_items, (n_targets, n_neg))
+        got = sampled_ranks_from_scores(scores, keys, rows, items, negatives)
+        want = [_brute_force_sampled_rank(scores[r], keys[r], t, negatives[i], set())
+                for i, (r, t) in enumerate(zip(rows, items, strict=True))]
+        np.testing.assert_array_equal(got, want)
+
+
+def test_sample_stream_definition() -> None:
+    """Block b of repeat k is drawn by default_rng(SeedSequence([seed, tag, k, b])).integers over
+    the pool positions, shifted past the target (the definition the hook must keep)."""
+    from linrec.eval.sampling import _SEED_TAG
+
+    rng = np.random.default_rng(13)
+    n_items, sample_size, n_targets, seed = 300, 50, 7001, 21
+    items = rng.integers(0, n_items, n_targets)
+    sampler = NegativeSampler(seed, np.arange(n_targets), items, n_items, sample_size)
+    size = block_targets(sample_size)
+    assert sampler.n_blocks >= 3
+    for repeat in (0, 4):
+        got = draw_negatives(seed, repeat, np.arange(n_targets), items, n_items, sample_size)
+        for b in range(sampler.n_blocks):
+            lo, hi = b * size, min((b + 1) * size, n_targets)
+            block_rng = np.random.default_rng(np.random.SeedSequence([seed, _SEED_TAG, repeat, b]))
+            x = block_rng.integers(0, n_items - 1, size=(hi - lo, sample_size - 1))
+            np.testing.assert_array_equal(got[lo:hi], x + (x >= items[lo:hi, None]))
+            # run(): read-only views of the same block for any sub-range inside it
+            view = sampler.run(repeat, lo + 1, hi)
+            assert not view.flags.writeable
+            np.testing.assert_array_equal(view, got[lo + 1 : hi])
+    with pytest.raises(ConfigError, match="not inside one sampling block"):
+        sampler.run(0, size - 1, size + 1)
 
 
 # ------------------------------------------------------------------------------------------

@@ -1,0 +1,203 @@
+"""The sampled block of a run (linrec.eval.sampled.SampledEvaluation, spec/evaluation.md §0.2,
+§1.2, §10.3): exact target-level metrics and naive estimates against brute force, the report
+layout, determinism, and the approximate catalogue of pool="non_interacted"."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from linrec.config import AdaptiveConfig, SampledConfig
+from linrec.data.splits import EvalSet
+from linrec.eval.evaluator import evaluate_split
+from linrec.eval.ranks import tie_break_keys
+from linrec.eval.sampled import SampledEvaluation
+from linrec.eval.sampling import canonical_targets, draw_negatives
+
+N_USERS, N_ITEMS, EVAL_SEED = 50, 40, 3
+METRICS = ("recall", "ndcg", "ap")
+GAINS = {"recall": lambda r: 1.0, "ndcg": lambda r: 1.0 / math.log2(r + 1), "ap": lambda r: 1.0 / r}
+
+
+class _FixedScores:
+    """A stand-in model: fixed integer-valued scores (many ties), rows indexed by user id."""
+
+    def __init__(self, scores: np.ndarray) -> None:
+        self.scores = scores
+
+    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
+        return self.scores[users].copy()
+
+
+def _eval_set(seed: int) -> EvalSet:
+    """Users with 1..4 targets and 2..8 fold-in items."""
+    rng = np.random.default_rng(seed)
+    foldin = np.zeros((N_USERS, N_ITEMS), dtype=np.float32)
+    targets = np.zeros_like(foldin)
+    for u in range(N_USERS):
+        n_t, n_f = int(rng.integers(1, 5)), int(rng.integers(2, 9))
+        picked = rng.choice(N_ITEMS, n_t + n_f, replace=False)
+        targets[u, picked[:n_t]] = 1
+        foldin[u, picked[n_t:]] = 1
+    return EvalSet(np.arange(N_USERS), sp.csr_matrix(foldin), sp.csr_matrix(targets))
+
+
+def _config(**overrides) -> SampledConfig:
+    params = dict(sample_size=8, repeats=4, seed=9, estimators=("naive", "mle", "adaptive_mle"),
+                  metrics=METRICS, k_max=20, adaptive=AdaptiveConfig(n0=4, n_max=16))
+    params.update(overrides)
+    return SampledConfig(**params)
+
+
+def _run(cfg: SampledConfig, evalset: EvalSet, model: _FixedScores, batch_size: int = 7):
+    sampled = SampledEvaluation(cfg, evalset=evalset, n_items=N_ITEMS)
+    result = evaluate_split(model, evalset, ks=[5], metrics=["recall"], seed=EVAL_SEED,
+                            users_known=True, batch_hooks=sampled.hooks(), batch_size=batch_size)
+    return sampled, sampled.report(result.rank_table)
+
+
+def _brute_force_order(evalset: EvalSet, scores: np.ndarray):
+    """Per target (canonical order): its global rank R, its candidate count, and the exact order
+    of the user's candidates (score descending, tie-break key ascending; spec §0.3)."""
+    keys = tie_break_keys(EVAL_SEED, evalset.users, N_ITEMS)
+    foldin, targets = evalset.foldin.toarray() > 0, evalset.targets.toarray() > 0
+    rows, items = canonical_targets(evalset)
+    global_ranks, n_candidates, positions = [], [], []
+    for r, t in zip(rows.tolist(), items.tolist(), strict=True):
+        candidates = [j for j in range(N_ITEMS)
+                      if not foldin[r, j] and (j == t or not targets[r, j])]
+        order = sorted(candidates, key=lambda j: (-scores[r, j], keys[r, j]))
+        global_ranks.append(order.index(t) + 1)
+        n_candidates.append(len(candidates))
+        positions.append({j: p for p, j in enumerate(order)})
+    return np.array(global_ranks), np.array(n_candidates), positions
+
+
+def _target_metric(ranks: np.ndarray, metric: str, k: int) -> float:
+    """T@K = mean over targets of 1[R <= K] w(R) (spec §1.2)."""
+    return float(np.mean([GAINS[metric](r) if r <= k else 0.0 for r in ranks.tolist()]))
+
+
+@pytest.fixture(scope="module")
+def setup():
+    evalset = _eval_set(0)
+    scores = np.random.default_rng(1).integers(0, 6, size=(N_USERS, N_ITEMS)).astype(np.float32)
+    return evalset, _FixedScores(scores)
+
+
+def test_exact_block_and_naive_estimates_match_brute_force(setup) -> None:
+    evalset, model = setup
+    cfg = _config()
+    sampled, block = _run(cfg, evalset, model)
+    global_ranks, _, positions = _brute_force_order(evalset, model.scores)
+    ks = [1, 5, 10, 20]
+    for m in METRICS:
+        for k in ks:
+            assert block["exact"][f"{m}@{k}"] == pytest.approx(
+                _target_metric(global_ranks, m, k), rel=1e-12, abs=1e-15)
+
+    # the hook's sampled ranks: 1 + #{sampled candidates ranked above t in the exact order}
+    rows, items = canonical_targets(evalset)
+    sampled_ranks = sampled.hooks()[0].result()
+    for repeat in range(cfg.repeats):
+        negatives = draw_negatives(cfg.seed, repeat, rows, items, N_ITEMS, cfg.sample_size)
+        want = [1 + sum(1 for j in negatives[i].tolist() if j in pos and pos[j] < pos[t])
+                for i, (t, pos) in enumerate(zip(items.tolist(), positions, strict=True))]
+        np.testing.assert_array_equal(sampled_ranks[repeat], want)
+
+    # naive: the sampled rank read as the global rank (spec §1.3), mean/std over repeats
+    naive = block["estimators"]["naive"]
+    for m in METRICS:
+        per_repeat_curves = np.array([[_target_metric(sampled_ranks[rep], m, k)
+                                       for k in range(1, cfg.k_max + 1)]
+                                      for rep in range(cfg.repeats)])
+        exact_curve = np.array([_target_metric(global_ranks, m, k)
+                                for k in range(1, cfg.k_max + 1)])
+        for k in ks:
+            entry = naive["metrics"][f"{m}@{k}"]
+            values = per_repeat_curves[:, k - 1]
+            assert entry["mean"] == pytest.approx(values.mean(), rel=1e-12, abs=1e-15)
+            assert entry["std"] == pytest.approx(values.std(), rel=1e-9, abs=1e-15)
+            exact = exact_curve[k - 1]
+            assert entry["rel_error"] == pytest.approx((values.mean() - exact) / exact, rel=1e-9)
+        # ARE in % over K = 1..k_max, a K with T@K = 0 contributing 0 (spec §10.3)
+        are = [100 * np.mean([abs(c - e) / e if e else 0.0
+                              for c, e in zip(curve_, exact_curve, strict=True)])
+               for curve_ in per_repeat_curves]
+        assert naive["are"][m]["mean"] == pytest.approx(np.mean(are), rel=1e-9)
+        assert naive["are"][m]["std"] == pytest.approx(np.std(are), rel=1e-9, abs=1e-12)
+
+
+def test_report_layout(setup) -> None:
+    evalset, model = setup
+    cfg = _config()
+    _, block = _run(cfg, evalset, model)
+    assert set(block) == {"protocol", "exact", "estimators", "timings"}
+    protocol = block["protocol"]
+    assert protocol == {
+        "sample_size": 8, "replace": True, "pool": "all_but_target", "repeats": 4, "seed": 9,
+        "n_items": N_ITEMS, "n_items_approximate": False,
+        "n_targets": int(evalset.targets.nnz), "k_max": 20, "metrics": list(METRICS),
+        "adaptive": {"n0": 4, "n_max": 16, "simulated_from_global_ranks": True},
+    }
+    names = [f"{m}@{k}" for m in METRICS for k in (1, 5, 10, 20)]
+    assert sorted(block["exact"]) == sorted(names)
+    assert list(block["estimators"]) == list(cfg.estimators)
+    assert list(block["timings"]) == list(cfg.estimators)
+    for name, est in block["estimators"].items():
+        assert set(est) == {"metrics", "are"}
+        assert sorted(est["metrics"]) == sorted(names)
+        for entry in est["metrics"].values():
+            assert set(entry) == {"mean", "std", "rel_error"}
+            assert math.isfinite(entry["mean"]) and entry["std"] >= 0
+        assert set(est["are"]) == set(METRICS)
+        for entry in est["are"].values():
+            assert set(entry) == {"mean", "std"} and entry["mean"] >= 0
+        assert block["timings"][name] >= 0
+
+
+def test_report_is_deterministic(setup) -> None:
+    """Two runs with the same seeds give the same numbers, whatever the batch size."""
+    evalset, model = setup
+    cfg = _config()
+    _, first = _run(cfg, evalset, model, batch_size=7)
+    _, second = _run(cfg, evalset, model, batch_size=N_USERS)
+    for block in (first, second):
+        block.pop("timings")
+    assert first == second
+    _, other_seed = _run(_config(seed=10), evalset, model)
+    assert other_seed["estimators"]["naive"] != first["estimators"]["naive"]
+
+
+def test_non_interacted_pool_flags_approximate_catalogue(setup) -> None:
+    """pool="non_interacted": each target's pool has N_u = n_items - |fold-in| - |targets| + 1
+    items; the estimators get one N = round(mean N_u), flagged approximate (spec §13)."""
+    evalset, model = setup
+    cfg = _config(pool="non_interacted", estimators=("naive", "mle"))
+    sampled, block = _run(cfg, evalset, model)
+    global_ranks, n_candidates, positions = _brute_force_order(evalset, model.scores)
+    protocol = block["protocol"]
+    assert protocol["n_items_approximate"] is True
+    assert protocol["n_items"] == round(float(np.mean(n_candidates)))
+    assert protocol["pool"] == "non_interacted"
+    # exact metrics from the global ranks clipped to that N
+    clipped = np.minimum(global_ranks, protocol["n_items"])
+    assert block["exact"]["ndcg@10"] == pytest.approx(_target_metric(clipped, "ndcg", 10),
+                                                       rel=1e-12)
+    # sampled items come from the user's non-interacted items only
+    rows, items = canonical_targets(evalset)
+    ranks = sampled.hooks()[0].result()
+    excluded = (evalset.foldin + evalset.targets).toarray() > 0
+    for repeat in range(cfg.repeats):
+        negatives = draw_negatives(cfg.seed, repeat, rows, items, N_ITEMS, cfg.sample_size,
+                                   pool="non_interacted", foldin=evalset.foldin,
+                                   targets=evalset.targets)
+        assert not np.any(excluded[rows[:, None], negatives])
+        want = [1 + sum(1 for j in negatives[i].tolist() if pos[j] < pos[t])
+                for i, (t, pos) in enumerate(zip(items.tolist(), positions, strict=True))]
+        np.testing.assert_array_equal(ranks[repeat], want)
+    _, default = _run(_config(estimators=("naive",)), evalset, model)
+    assert default["protocol"]["n_items_approximate"] is False
