@@ -1,0 +1,227 @@
+"""EASE family (spec/linear_models.md §3.1, §3.3, §3.10; losses.md §4.4) against independent
+per-column solves written here (np.linalg.lstsq / solve), in float64 to 1e-10."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from linrec.errors import ConfigError, DataError, MemoryBudgetError
+from linrec.models import build_model, linalg
+from linrec.models.ease import DLAE, EASE, EDLAE, DebiasedEASE, LowRankEDLAE
+
+TOL = 1e-10
+
+
+def binary_matrix(m: int, n: int, density: float, seed: int) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    dense = (rng.random((m, n)) < density).astype(np.float64)
+    dense[0, :] = 1.0  # every item seen at least once
+    return sp.csr_matrix(dense)
+
+
+@pytest.fixture(scope="module")
+def X() -> sp.csr_matrix:
+    return binary_matrix(120, 25, 0.2, seed=0)
+
+
+def zero_diag_column_solve(X: np.ndarray, penalty: np.ndarray, j: int,
+                           loss_scale: float = 1.0) -> np.ndarray:
+    """Column j of the zero-diagonal model: min ‖x_j − X_{−j}w‖² + Σ_i penalty_i w_i² by least
+    squares on the stacked system [X_{−j}; diag(√penalty_{−j})] (loss_scale = 1 − α scales X)."""
+    n = X.shape[1]
+    others = np.delete(np.arange(n), j)
+    design = np.vstack([np.sqrt(loss_scale) * X[:, others], np.diag(np.sqrt(penalty[others]))])
+    target = np.concatenate([X[:, j] / np.sqrt(loss_scale), np.zeros(n - 1)])
+    w = np.linalg.lstsq(design, target, rcond=None)[0]
+    return np.insert(w, j, 0.0)
+
+
+def test_ease_equals_columnwise_constrained_ridge(X):
+    lam = 7.0
+    W = EASE(lam=lam, dtype="float64").fit(X).W
+    dense = X.toarray()
+    n = dense.shape[1]
+    expected = np.column_stack([zero_diag_column_solve(dense, np.full(n, lam), j)
+                                for j in range(n)])
+    np.testing.assert_allclose(W, expected, rtol=0, atol=TOL)
+    assert np.all(np.diag(W) == 0.0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_ease_diagonal_exactly_zero_and_scores(X, dtype):
+    model = EASE(lam=3.0, dtype=dtype).fit(X)
+    assert model.W.dtype == np.dtype(dtype)
+    assert np.all(np.diag(model.W) == 0.0)
+    foldin = X[:7]
+    scores = model.score(foldin)
+    assert scores.shape == (7, X.shape[1]) and scores.dtype == np.dtype(dtype)
+    np.testing.assert_allclose(scores, foldin.toarray() @ model.W, rtol=1e-6, atol=1e-6)
+
+
+def test_ease_single_thread_fit_equals_default(X):
+    np.testing.assert_allclose(EASE(lam=2.0, dtype="float64", num_threads=1).fit(X).W,
+                               EASE(lam=2.0, dtype="float64").fit(X).W, rtol=0, atol=TOL)
+
+
+def test_ease_large_lambda_tends_to_cooccurrence(X):
+    G = (X.T @ X).toarray()
+    offdiag = G - np.diag(np.diag(G))
+    errors = []
+    for lam in (1e6, 1e7):
+        W = EASE(lam=lam, dtype="float64").fit(X).W
+        errors.append(np.abs(lam * W - offdiag).max())
+    assert errors[1] < 1e-3 * offdiag.max()
+    assert errors[1] < errors[0] / 5  # the gap shrinks like 1/λ
+
+
+def test_ease_float32_and_float64_top100_agree():
+    X = binary_matrix(1500, 400, 0.03, seed=1)
+    foldin = X[:200]
+    s64 = EASE(lam=50.0, dtype="float64").fit(X).score(foldin)
+    s32 = EASE(lam=50.0, dtype="float32").fit(X).score(foldin)
+    top64 = np.argsort(-s64, axis=1)[:, :100]
+    top32 = np.argsort(-s32, axis=1)[:, :100]
+    overlap = np.mean([np.intersect1d(a, b).size / 100 for a, b in zip(top64, top32, strict=True)])
+    assert overlap >= 0.99  # spec §10: fp32 vs fp64 top-100 agreement >= 99 %
+
+
+def test_ease_large_n_solver_path_gives_the_same_model(X, monkeypatch):
+    default = EASE(lam=5.0, dtype="float64").fit(X).W
+    original = linalg.spd_inverse
+
+    def forced(A, *args, **kwargs):
+        return original(A, large_n=1, block=8)
+
+    monkeypatch.setattr("linrec.models.ease.spd_inverse", forced)
+    blocked = EASE(lam=5.0, dtype="float64").fit(X).W
+    np.testing.assert_allclose(blocked, default, rtol=0, atol=TOL)
+
+
+def test_dlae_equals_normal_equations(X):
+    p, lam = 0.3, 2.0
+    W = DLAE(p=p, lam=lam, dtype="float64").fit(X).W
+    dense = X.toarray()
+    G = dense.T @ dense
+    penalty = p / (1 - p) * np.diag(G) + lam
+    # min ‖X − XW‖² + ‖Λ^{1/2}W‖² column by column: stacked least squares [X; √Λ] w = [x_j; 0]
+    design = np.vstack([dense, np.diag(np.sqrt(penalty))])
+    target = np.vstack([dense, np.zeros_like(G)])
+    expected = np.linalg.lstsq(design, target, rcond=None)[0]
+    np.testing.assert_allclose(W, expected, rtol=0, atol=TOL)
+
+
+def test_edlae_equals_columnwise_weighted_ridge(X):
+    p, lam = 0.4, 1.5
+    W = EDLAE(p=p, lam=lam, dtype="float64").fit(X).W
+    dense = X.toarray()
+    penalty = p / (1 - p) * (dense ** 2).sum(axis=0) + lam
+    expected = np.column_stack([zero_diag_column_solve(dense, penalty, j)
+                                for j in range(dense.shape[1])])
+    np.testing.assert_allclose(W, expected, rtol=0, atol=TOL)
+    assert np.all(np.diag(W) == 0.0)
+
+
+def test_edlae_without_dropout_is_ease(X):
+    np.testing.assert_allclose(EDLAE(p=0.0, lam=9.0, dtype="float64").fit(X).W,
+                               EASE(lam=9.0, dtype="float64").fit(X).W, rtol=0, atol=TOL)
+
+
+def test_debiased_ease_equals_its_own_kkt_solve(X):
+    lam, alpha = 4.0, 0.6
+    W = DebiasedEASE(lam=lam, alpha=alpha, dtype="float64").fit(X).W
+    dense = X.toarray()
+    G = dense.T @ dense
+    n = G.shape[0]
+    expected = np.zeros((n, n))
+    for j in range(n):
+        # stationarity of ‖x_j − X_{−j}w‖² − α‖X_{−j}w‖² + λ‖w‖²: ((1−α)G_{−j,−j} + λI) w = G_{−j,j}
+        others = np.delete(np.arange(n), j)
+        system = (1 - alpha) * G[np.ix_(others, others)] + lam * np.eye(n - 1)
+        expected[others, j] = np.linalg.solve(system, G[others, j])
+    np.testing.assert_allclose(W, expected, rtol=0, atol=TOL)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.9, 0.999])
+def test_debiased_ease_theorem3(X, alpha):
+    lam = 6.0
+    debiased = DebiasedEASE(lam=lam, alpha=alpha, dtype="float64").fit(X).W
+    ease = EASE(lam=lam / (1 - alpha), dtype="float64").fit(X).W / (1 - alpha)
+    np.testing.assert_allclose(debiased, ease, rtol=0, atol=TOL * max(1.0, np.abs(ease).max()))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: EASE(lam=-1.0),
+    lambda: EASE(lam=float("nan")),
+    lambda: EASE(dtype="float16"),
+    lambda: EASE(num_threads=-1),
+    lambda: DLAE(p=1.0),
+    lambda: EDLAE(p=-0.1),
+    lambda: EDLAE(lam=-2.0),
+    lambda: DebiasedEASE(alpha=1.0),
+    lambda: DebiasedEASE(alpha=1.5),
+    lambda: DebiasedEASE(alpha=-0.1),
+])
+def test_bad_parameters_raise_config_error(make):
+    with pytest.raises(ConfigError, match="allowed"):
+        make()
+
+
+def test_singular_gram_without_regularization_is_reported():
+    X = sp.csr_matrix(np.array([[1.0, 0.0, 0.0], [1.0, 0.0, 1.0]]))  # item 1 never seen
+    with pytest.raises(ConfigError, match="increase the regularization"):
+        EASE(lam=0.0, dtype="float64").fit(X)
+
+
+def test_too_large_matrix_raises_memory_budget_error(X, monkeypatch):
+    monkeypatch.setattr(linalg, "available_memory_bytes", lambda: 1000)
+    with pytest.raises(MemoryBudgetError) as err:
+        EASE(dtype="float64").fit(X)
+    msg = str(err.value)
+    assert "GiB" in msg and "25x25" in msg and "float32" in msg and "lrr" in msg
+
+
+def test_score_checks_item_count_and_registry(X):
+    model = build_model("ease", lam=3.0, dtype="float64").fit(X)
+    assert isinstance(model, EASE)
+    with pytest.raises(DataError, match="items"):
+        model.score(sp.csr_matrix((2, 3)))
+    with pytest.raises(ConfigError, match="fit"):
+        EASE().score(X)
+
+
+def edlae_objective(dense: np.ndarray, W: np.ndarray, penalty: np.ndarray) -> float:
+    return ((dense - dense @ W) ** 2).sum() + (penalty[:, None] * W ** 2).sum()
+
+
+def test_lowrank_edlae_full_rank_converges_to_edlae(X):
+    p, lam = 0.3, 2.0
+    full = EDLAE(p=p, lam=lam, dtype="float64").fit(X).W
+    model = LowRankEDLAE(p=p, lam=lam, rank=X.shape[1], n_iter=2000, tol=1e-14,
+                         dtype="float64").fit(X)
+    assert model.n_iter_run < 2000  # converged before the cap
+    np.testing.assert_allclose(model.W, full, rtol=0, atol=1e-9)
+    assert np.all(np.diag(model.W) == 0.0)
+
+
+def test_lowrank_edlae_approaches_full_rank_as_rank_grows(X):
+    p, lam = 0.3, 2.0
+    dense = X.toarray()
+    penalty = p / (1 - p) * dense.sum(axis=0) + lam
+    optimum = edlae_objective(dense, EDLAE(p=p, lam=lam, dtype="float64").fit(X).W, penalty)
+    gaps = []
+    for rank in (5, 15, 25):
+        W = LowRankEDLAE(p=p, lam=lam, rank=rank, n_iter=300, dtype="float64").fit(X).W
+        assert np.all(np.diag(W) == 0.0)
+        gaps.append(edlae_objective(dense, W, penalty) - optimum)
+    # the zero-diagonal EDLAE is the optimum over all ranks: no gap is negative, and the gap
+    # shrinks as the rank grows towards n_items = 25 (where it is < 1e-8 relative)
+    assert min(gaps) > -1e-9 * optimum
+    assert gaps[0] > gaps[1] > gaps[2]
+    assert gaps[2] < 1e-8 * optimum
+
+
+@pytest.mark.parametrize("kwargs", [{"rank": 0}, {"omega": 0.0}, {"p": 1.2}, {"lam": -1.0},
+                                    {"n_iter": 0}])
+def test_lowrank_edlae_bad_parameters(kwargs):
+    with pytest.raises(ConfigError, match="allowed"):
+        LowRankEDLAE(**kwargs)
