@@ -1,0 +1,701 @@
+"""Factor models fitted by alternating least squares (spec/linear_models.md §3.8–§3.10,
+spec/losses.md §4.2).
+
+* `IALS`: iALS with frequency-scaled regularization (Rendle et al. 2022, eq. 99). Exact block
+  solves with the Gramian trick, vectorised over blocks of users (items) of similar length;
+  Cholesky or warm-started conjugate gradient; numpy or torch back-end.
+* `DebiasedIALS`: the debiased-MSE iALS of losses.md §4.2 with the per-user confidence c_u of
+  losses.md §4.1 (Theorem 2: one step = the mapped iALS step × 1/(1−α₀)).
+* `WMF`: Hu et al.'s weighted MF through `implicit.cpu.als.AlternatingLeastSquares`.
+
+Both iALS variants minimise, per row r of one side with the other side's factors Y fixed,
+    wᵀ(Y_Sᵀ diag(q) Y_S + α₀ YᵀY + Λ_r I) w − 2 wᵀ Y_Sᵀ l,
+where S are the row's interactions, q / l the per-interaction quadratic / linear weights
+(iALS: q = l = 1; debiased: q = c_u(1−α₀), l = c_u) and Λ_r = λ(|S| + α₀·n_other)^ν.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
+
+from linrec.errors import ConfigError, DataError
+from linrec.models.base import Recommender
+
+if TYPE_CHECKING:
+    from linrec.data.splits import EvalSet
+
+#: memory for the arrays of one block. CG re-reads the gathered factors (B, L, k) 2(steps + 1)
+#: times, so its blocks are small enough to stay in cache; Cholesky forms B k x k systems once.
+_BLOCK_BYTES = {"cg": 2 << 20, "cholesky": 32 << 20}
+#: τ⁺ is clipped to [0, 1 − 1e-6] in every prior mode (losses.md §0)
+_TAU_MAX = 1.0 - 1e-6
+_SOLVERS = ("cholesky", "cg")
+_BACKENDS = ("numpy", "torch")
+_PRIORS = ("ratio_alpha", "count_k", "fixed")
+
+
+# --------------------------------------------------------------------------------------------
+# Parameter checks
+
+
+def _check_int(value: Any, field: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ConfigError(f"{field}={value!r} must be an integer >= {minimum}")
+    return int(value)
+
+
+def _check_real(value: Any, field: str, low: float = 0.0, high: float = math.inf,
+                low_open: bool = False, high_open: bool = False) -> float:
+    """float(value) if it is finite and inside the interval, else ConfigError naming `field`."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    ok = (math.isfinite(number) and (number > low if low_open else number >= low)
+          and (number < high if high_open else number <= high))
+    if not ok:
+        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        raise ConfigError(f"{field}={value!r} must be a finite number in {interval}")
+    return number
+
+
+def _check_choice(value: Any, field: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ConfigError(f"{field}={value!r} must be one of {list(choices)}")
+    return str(value)
+
+
+def _check_dtype(value: Any, field: str) -> str:
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        dtype = None
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ConfigError(f"{field}={value!r} must be 'float32' or 'float64'")
+    return dtype.name
+
+
+def _binary_csr(matrix: sp.spmatrix, where: str, n_items: int | None = None) -> sp.csr_matrix:
+    """The interaction pattern of `matrix` as a CSR of ones (values are ignored: implicit data)."""
+    if not sp.issparse(matrix):
+        raise DataError(f"{where}: expected a scipy.sparse users x items matrix, "
+                        f"got {type(matrix).__name__}")
+    if n_items is not None and matrix.shape[1] != n_items:
+        raise DataError(f"{where}: matrix has {matrix.shape[1]} columns but the model was fitted "
+                        f"on {n_items} items")
+    csr = sp.csr_matrix(matrix, copy=True)
+    csr.eliminate_zeros()
+    csr.sum_duplicates()
+    csr.data = np.ones_like(csr.data, dtype=np.float64)
+    return csr
+
+
+def _n_threads(num_threads: int) -> int:
+    if num_threads > 0:
+        return num_threads
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+# --------------------------------------------------------------------------------------------
+# Array back-ends: the solver below is written once against numpy-like arrays; these supply
+# the few calls whose names differ between numpy and torch.
+
+
+class _NumpyOps:
+    name = "numpy"
+
+    def __init__(self, dtype: str) -> None:
+        self.dtype = np.dtype(dtype)
+
+    def array(self, values: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(values, dtype=self.dtype)
+
+    def index(self, values: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(values, dtype=np.int64)
+
+    def numpy(self, values: np.ndarray) -> np.ndarray:
+        return np.asarray(values)
+
+    def arange(self, n: int) -> np.ndarray:
+        return np.arange(n)
+
+    def gather_rows(self, matrix: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """matrix[index]: (B, L, k) from (n, k) and (B, L)."""
+        return matrix[index]
+
+    def matvec(self, matrices: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+        """(B, L) = matrices (B, L, k) times vectors (B, k), row by row."""
+        return (matrices @ vectors[..., None])[..., 0]
+
+    def cholesky_solve(self, systems: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+        """x (B, k) with systems[b] x[b] = rhs[b]; systems (B, k, k) SPD."""
+        # batched LAPACK potrf (gufunc, C loop); numpy's float64 potrf is faster than its
+        # float32 one (measured 2.0 vs 3.9 ms at k = 256), so float32 systems are promoted
+        try:
+            chol = np.linalg.cholesky(systems.astype(np.float64, copy=False))
+        except np.linalg.LinAlgError:
+            raise _NotPositiveDefinite from None
+        solution = _batched_cholesky_substitution(chol, rhs.astype(np.float64, copy=False))
+        return solution.astype(self.dtype, copy=False)
+
+    @contextmanager
+    def single_threaded_kernels(self) -> Iterator[None]:
+        # one BLAS thread per worker: the blocks run in parallel instead (as implicit does)
+        with threadpool_limits(limits=1, user_api="blas"):
+            yield
+
+
+class _TorchOps:
+    name = "torch"
+
+    def __init__(self, dtype: str) -> None:
+        import torch
+
+        self.torch = torch
+        self.dtype = getattr(torch, dtype)
+
+    def array(self, values: np.ndarray) -> Any:
+        return self.torch.as_tensor(np.ascontiguousarray(values), dtype=self.dtype)
+
+    def index(self, values: np.ndarray) -> Any:
+        return self.torch.as_tensor(np.ascontiguousarray(values, dtype=np.int64))
+
+    def numpy(self, values: Any) -> np.ndarray:
+        return values.numpy()
+
+    def arange(self, n: int) -> Any:
+        return self.torch.arange(n)
+
+    def gather_rows(self, matrix: Any, index: Any) -> Any:
+        # index_select is several times faster than advanced indexing on CPU
+        return matrix.index_select(0, index.reshape(-1)).view(*index.shape, matrix.shape[1])
+
+    def matvec(self, matrices: Any, vectors: Any) -> Any:
+        # vecdot beats the batched (L, k) @ (k, 1) products of bmm for these shapes
+        return self.torch.linalg.vecdot(matrices, vectors[:, None, :])
+
+    def cholesky_solve(self, systems: Any, rhs: Any) -> Any:
+        chol, info = self.torch.linalg.cholesky_ex(systems)
+        if bool((info != 0).any()):
+            raise _NotPositiveDefinite
+        return self.torch.cholesky_solve(rhs[..., None], chol)[..., 0]
+
+    @contextmanager
+    def single_threaded_kernels(self) -> Iterator[None]:
+        previous = self.torch.get_num_threads()
+        self.torch.set_num_threads(1)
+        try:
+            with threadpool_limits(limits=1, user_api="blas"):
+                yield
+        finally:
+            self.torch.set_num_threads(previous)
+
+
+class _NotPositiveDefinite(Exception):
+    """A k x k system of the ALS step is not positive definite (reg = 0 and rank-deficient)."""
+
+
+def _batched_cholesky_substitution(chol: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Solve L Lᵀ x = rhs for a batch: chol (B, k, k) lower, rhs (B, k). Vectorised over the
+    batch; the loop runs over the k factor dimensions (2k steps of O(B·k))."""
+    k = rhs.shape[1]
+    forward = np.empty_like(rhs)
+    for j in range(k):
+        partial = np.einsum("bi,bi->b", chol[:, j, :j], forward[:, :j])
+        forward[:, j] = (rhs[:, j] - partial) / chol[:, j, j]
+    solution = np.empty_like(rhs)
+    for j in range(k - 1, -1, -1):
+        partial = np.einsum("bi,bi->b", chol[:, j + 1:, j], solution[:, j + 1:])
+        solution[:, j] = (forward[:, j] - partial) / chol[:, j, j]
+    return solution
+
+
+def _make_ops(backend: str, dtype: str) -> _NumpyOps | _TorchOps:
+    return _NumpyOps(dtype) if backend == "numpy" else _TorchOps(dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# Blocks of rows of similar length, padded (the vectorisation unit)
+
+
+@dataclass(frozen=True)
+class _Block:
+    """Rows solved together. rows (B,); neighbours (B, L) column ids (0 on padding);
+    quad_weights / lin_weights (B, L) the q / l weights of each interaction (0 on padding)."""
+
+    rows: Any
+    neighbours: Any
+    quad_weights: Any
+    lin_weights: Any
+
+
+def _plan_spans(sorted_lengths: np.ndarray, bytes_per_row: Callable[[np.ndarray], np.ndarray],
+                max_rows: int, budget: int) -> list[tuple[int, int]]:
+    """Cut rows sorted by ascending length into consecutive spans of at most `max_rows` rows
+    whose padded arrays take at most `budget` bytes (a span has at least one row)."""
+    spans = []
+    start, n_rows = 0, len(sorted_lengths)
+    while start < n_rows:
+        window = sorted_lengths[start:start + max_rows]
+        cost = np.arange(1, len(window) + 1) * bytes_per_row(window)  # increasing
+        end = start + max(1, int(np.searchsorted(cost, budget, side="right")))
+        spans.append((start, end))
+        start = end
+    return spans
+
+
+def _build_blocks(pattern: sp.csr_matrix, quad_nnz: np.ndarray, lin_nnz: np.ndarray,
+                  ops: _NumpyOps | _TorchOps, bytes_per_row: Callable[[np.ndarray], np.ndarray],
+                  max_rows: int, budget: int) -> list[_Block]:
+    """Blocks of the non-empty rows of `pattern` (rows x cols CSR) grouped by length.
+    quad_nnz / lin_nnz: (nnz,) weights aligned with pattern.indices."""
+    lengths = np.diff(pattern.indptr)
+    order = np.argsort(lengths, kind="stable")
+    order = order[lengths[order] > 0]  # empty rows have the exact solution 0
+    sorted_lengths = lengths[order]
+    blocks = []
+    for start, end in _plan_spans(sorted_lengths, bytes_per_row, max_rows, budget):
+        rows = order[start:end]
+        width = int(sorted_lengths[end - 1])
+        slots = np.arange(width)
+        valid = slots[None, :] < lengths[rows][:, None]
+        positions = np.where(valid, pattern.indptr[rows][:, None] + slots[None, :], 0)
+        blocks.append(_Block(
+            rows=ops.index(rows),
+            neighbours=ops.index(np.where(valid, pattern.indices[positions], 0)),
+            quad_weights=ops.array(np.where(valid, quad_nnz[positions], 0.0)),
+            lin_weights=ops.array(np.where(valid, lin_nnz[positions], 0.0)),
+        ))
+    return blocks
+
+
+# --------------------------------------------------------------------------------------------
+# iALS
+
+
+class IALS(Recommender):
+    """iALS with frequency-scaled regularization (spec/linear_models.md §3.9, losses.md §4.2):
+
+        L = Σ_{(u,i)∈S} (ŷ_ui − 1)² + α₀ Σ_u Σ_i ŷ_ui²
+            + λ ( Σ_u (|I_u| + α₀|I|)^ν ‖w_u‖² + Σ_i (|U_i| + α₀|U|)^ν ‖h_i‖² ),   ŷ_ui = w_uᵀh_i.
+
+    Each epoch solves every user (then every item) exactly given the other side, with the
+    Gramian YᵀY computed once per sweep. Rows are solved in blocks of similar length (padded
+    batched products; batched Cholesky, or `cg_steps` warm-started conjugate-gradient steps as in
+    implicit). Blocks run on `num_threads` threads (0 = all cores) with single-threaded kernels.
+
+    Parameters: factors k; reg λ >= 0; alpha0 α₀ >= 0 (unobserved weight); nu ν >= 0;
+    epochs; solver "cholesky" | "cg"; cg_steps; backend "numpy" | "torch" (same numbers);
+    block_size (max rows per block; blocks are also capped at 2 MiB for CG, 32 MiB for
+    Cholesky); seed; init_std (factors start as N(0, init_std²/k)); dtype "float32" |
+    "float64"; num_threads; record_loss.
+    After fit: user_factors_ (n_users x k), item_factors_ (n_items x k), loss_history_ (the
+    objective after each epoch; empty when record_loss is False), epoch_seconds_ (wall time of
+    each epoch's two sweeps). Users with an empty training row get the zero vector.
+    `score(foldin, users=None)` folds users in by the exact (Cholesky) user step.
+    """
+
+    def __init__(self, factors: int = 64, reg: float = 0.01, alpha0: float = 0.1,
+                 nu: float = 1.0, epochs: int = 16, solver: str = "cholesky", cg_steps: int = 3,
+                 backend: str = "numpy", block_size: int = 4096, seed: int = 0,
+                 init_std: float = 0.1, dtype: str = "float32", num_threads: int = 0,
+                 record_loss: bool = True) -> None:
+        name = type(self).__name__
+        self.factors = _check_int(factors, f"{name}.factors", 1)
+        self.reg = _check_real(reg, f"{name}.reg")
+        self.alpha0 = _check_real(alpha0, f"{name}.alpha0")
+        self.nu = _check_real(nu, f"{name}.nu")
+        self.epochs = _check_int(epochs, f"{name}.epochs", 1)
+        self.solver = _check_choice(solver, f"{name}.solver", _SOLVERS)
+        self.cg_steps = _check_int(cg_steps, f"{name}.cg_steps", 1)
+        self.backend = _check_choice(backend, f"{name}.backend", _BACKENDS)
+        self.block_size = _check_int(block_size, f"{name}.block_size", 1)
+        self.seed = _check_int(seed, f"{name}.seed", 0)
+        self.init_std = _check_real(init_std, f"{name}.init_std")
+        self.dtype = _check_dtype(dtype, f"{name}.dtype")
+        self.num_threads = _check_int(num_threads, f"{name}.num_threads", 0)
+        self.record_loss = bool(record_loss)
+
+    # -- weights of the objective (overridden by DebiasedIALS) ---------------------------------
+
+    def confidence(self, row_counts: np.ndarray, n_items: int) -> np.ndarray:
+        """c_u (n_rows,) float64: the linear weight of each user's observed entries (iALS: 1)."""
+        return np.ones(len(row_counts))
+
+    def observed_weight(self, confidence: np.ndarray) -> np.ndarray:
+        """q_u = weight of ŷ² on a user's observed entries beyond α₀ (iALS: 1; (ŷ−1)² = ŷ²−2ŷ+1)."""
+        return np.ones_like(confidence)
+
+    def regularization(self, counts: np.ndarray, n_other: int) -> np.ndarray:
+        """Λ_r = λ(|S_r| + α₀·n_other)^ν (n_rows,) float64 (losses.md §4.2)."""
+        return self.reg * (counts + self.alpha0 * n_other) ** self.nu
+
+    # -- fit --------------------------------------------------------------------------------------
+
+    def fit(self, train: sp.csr_matrix, valid: EvalSet | None = None) -> IALS:
+        """`epochs` sweeps (users, then items) over train (users x items, binary). valid unused."""
+        name = type(self).__name__
+        pattern = _binary_csr(train, f"{name}.fit")
+        n_users, n_items = pattern.shape
+        if pattern.nnz == 0:
+            raise DataError(f"{name}.fit: train {pattern.shape} has no interactions")
+        ops = _make_ops(self.backend, self.dtype)
+        user_blocks, item_blocks, user_reg, item_reg = self._training_blocks(pattern, ops)
+
+        rng = np.random.default_rng(self.seed)
+        std = self.init_std / math.sqrt(self.factors)
+        initial_users = rng.normal(0.0, std, (n_users, self.factors))
+        initial_items = rng.normal(0.0, std, (n_items, self.factors))
+        # rows without interactions have the exact solution 0 and are never visited
+        initial_users[np.diff(pattern.indptr) == 0] = 0.0
+        initial_items[np.bincount(pattern.indices, minlength=n_items) == 0] = 0.0
+        user_factors, item_factors = ops.array(initial_users), ops.array(initial_items)
+        user_reg, item_reg = ops.array(user_reg), ops.array(item_reg)
+
+        history, seconds = [], []
+        with self._workers(ops) as pool:
+            for _ in range(self.epochs):
+                started = time.perf_counter()
+                self._sweep(ops, pool, user_blocks, item_factors, user_reg, user_factors,
+                            self.solver)
+                self._sweep(ops, pool, item_blocks, user_factors, item_reg, item_factors,
+                            self.solver)
+                seconds.append(time.perf_counter() - started)
+                if self.record_loss:
+                    history.append(self._objective(ops, pool, user_blocks, user_factors,
+                                                   item_factors, user_reg, item_reg))
+        self.user_factors_ = ops.numpy(user_factors)
+        self.item_factors_ = ops.numpy(item_factors)
+        self.loss_history_ = np.asarray(history)
+        self.epoch_seconds_ = np.asarray(seconds)
+        return self
+
+    def _training_blocks(self, pattern: sp.csr_matrix, ops: _NumpyOps | _TorchOps
+                         ) -> tuple[list[_Block], list[_Block], np.ndarray, np.ndarray]:
+        n_users, n_items = pattern.shape
+        by_item = pattern.T.tocsr()
+        user_counts, item_counts = np.diff(pattern.indptr), np.diff(by_item.indptr)
+        confidence = self.confidence(user_counts, n_items)
+        quad = self.observed_weight(confidence)
+        row_bytes, budget = self._bytes_per_row(self.solver), _BLOCK_BYTES[self.solver]
+        user_blocks = _build_blocks(pattern, np.repeat(quad, user_counts),
+                                    np.repeat(confidence, user_counts), ops, row_bytes,
+                                    self.block_size, budget)
+        item_blocks = _build_blocks(by_item, quad[by_item.indices], confidence[by_item.indices],
+                                    ops, row_bytes, self.block_size, budget)
+        return (user_blocks, item_blocks, self.regularization(user_counts, n_items),
+                self.regularization(item_counts, n_users))
+
+    def _bytes_per_row(self, solver: str) -> Callable[[np.ndarray], np.ndarray]:
+        k, itemsize = self.factors, np.dtype(self.dtype).itemsize
+        per_row = 3 * k * k if solver == "cholesky" else 8 * k
+
+        def bytes_per_row(width: np.ndarray) -> np.ndarray:
+            # gathered (L, k) factors + a weighted copy + the k x k systems or the CG vectors
+            return itemsize * (2 * width * k + 3 * width + per_row)
+
+        return bytes_per_row
+
+    @contextmanager
+    def _workers(self, ops: _NumpyOps | _TorchOps) -> Iterator[ThreadPoolExecutor]:
+        with ops.single_threaded_kernels(), \
+                ThreadPoolExecutor(max_workers=_n_threads(self.num_threads)) as pool:
+            yield pool
+
+    # -- one half-sweep --------------------------------------------------------------------------
+
+    def _sweep(self, ops: _NumpyOps | _TorchOps, pool: ThreadPoolExecutor, blocks: list[_Block],
+               fixed: Any, reg_diag: Any, out: Any, solver: str) -> None:
+        """Solve every row of `blocks` given the other side's factors `fixed`; writes `out`."""
+        shift = self.alpha0 * (fixed.T @ fixed)  # α₀ YᵀY: the Gramian trick, once per sweep
+        diagonal = ops.arange(self.factors)
+
+        def solve(block: _Block) -> None:
+            gathered = ops.gather_rows(fixed, block.neighbours)  # (B, L, k)
+            rhs = (block.lin_weights[:, None, :] @ gathered)[:, 0, :]  # Y_Sᵀ l
+            lam = reg_diag[block.rows]
+            if solver == "cholesky":
+                systems = (gathered * block.quad_weights[..., None]).mT @ gathered
+                systems += shift
+                systems[:, diagonal, diagonal] += lam[:, None]
+                try:
+                    out[block.rows] = ops.cholesky_solve(systems, rhs)
+                except _NotPositiveDefinite:
+                    raise ConfigError(
+                        f"{type(self).__name__}: an ALS system is not positive definite "
+                        f"(reg={self.reg}, alpha0={self.alpha0}); use reg > 0") from None
+            else:
+                out[block.rows] = _conjugate_gradient(ops, gathered, block.quad_weights, shift,
+                                                      lam, rhs, out[block.rows], self.cg_steps)
+
+        list(pool.map(solve, blocks))
+
+    # -- objective -------------------------------------------------------------------------------
+
+    def _objective(self, ops: _NumpyOps | _TorchOps, pool: ThreadPoolExecutor,
+                   user_blocks: list[_Block], user_factors: Any, item_factors: Any,
+                   user_reg: Any, item_reg: Any) -> float:
+        """The training objective: Σ_S (q ŷ² − 2 l ŷ + l) + α₀ Σ_{u,i} ŷ² + Σ_r Λ_r ‖factor_r‖²,
+        with Σ_{u,i} ŷ² = ⟨WᵀW, HᵀH⟩ (no dense score matrix)."""
+
+        def observed(block: _Block) -> float:
+            predicted = ops.matvec(ops.gather_rows(item_factors, block.neighbours),
+                                   user_factors[block.rows])
+            value = (block.quad_weights * predicted - 2.0 * block.lin_weights) * predicted
+            return float((value + block.lin_weights).sum())
+
+        total = math.fsum(pool.map(observed, user_blocks))
+        total += self.alpha0 * float(((user_factors.T @ user_factors)
+                                      * (item_factors.T @ item_factors)).sum())
+        total += float((user_reg * (user_factors * user_factors).sum(1)).sum())
+        total += float((item_reg * (item_factors * item_factors).sum(1)).sum())
+        return total
+
+    # -- exact steps for given interactions (fold-in, tests) -------------------------------------
+
+    def solve_users(self, interactions: sp.csr_matrix,
+                    item_factors: np.ndarray | None = None) -> np.ndarray:
+        """Exact user step (Cholesky): factors (rows x k) of the rows of `interactions`
+        (rows x n_items) given `item_factors` (default: the fitted ones)."""
+        if item_factors is None:
+            self._check_fitted()
+            item_factors = self.item_factors_
+        item_factors = np.asarray(item_factors)
+        pattern = _binary_csr(interactions, f"{type(self).__name__}.solve_users",
+                              item_factors.shape[0])
+        counts = np.diff(pattern.indptr)
+        confidence = self.confidence(counts, pattern.shape[1])
+        return self._exact_side(pattern, np.repeat(self.observed_weight(confidence), counts),
+                                np.repeat(confidence, counts),
+                                self.regularization(counts, pattern.shape[1]), item_factors)
+
+    def solve_items(self, interactions: sp.csr_matrix, user_factors: np.ndarray) -> np.ndarray:
+        """Exact item step (Cholesky): item factors (n_items x k) given `user_factors`
+        (n_users x k) for the users x items matrix `interactions`."""
+        user_factors = np.asarray(user_factors)
+        pattern = _binary_csr(interactions, f"{type(self).__name__}.solve_items")
+        if pattern.shape[0] != user_factors.shape[0]:
+            raise DataError(f"{type(self).__name__}.solve_items: {pattern.shape[0]} users in "
+                            f"interactions but user_factors has {user_factors.shape[0]} rows")
+        by_item = pattern.T.tocsr()
+        confidence = self.confidence(np.diff(pattern.indptr), pattern.shape[1])
+        quad = self.observed_weight(confidence)
+        return self._exact_side(by_item, quad[by_item.indices], confidence[by_item.indices],
+                                self.regularization(np.diff(by_item.indptr), pattern.shape[0]),
+                                user_factors)
+
+    def _exact_side(self, pattern: sp.csr_matrix, quad_nnz: np.ndarray, lin_nnz: np.ndarray,
+                    reg_diag: np.ndarray, fixed: np.ndarray) -> np.ndarray:
+        if fixed.ndim != 2 or fixed.shape[1] != self.factors:
+            raise DataError(f"{type(self).__name__}: factors of shape {fixed.shape}, need "
+                            f"(n, {self.factors})")
+        ops = _make_ops(self.backend, self.dtype)
+        blocks = _build_blocks(pattern, quad_nnz, lin_nnz, ops,
+                               self._bytes_per_row("cholesky"), self.block_size,
+                               _BLOCK_BYTES["cholesky"])
+        out = ops.array(np.zeros((pattern.shape[0], self.factors)))
+        with self._workers(ops) as pool:
+            self._sweep(ops, pool, blocks, ops.array(fixed), ops.array(reg_diag), out,
+                        "cholesky")
+        return ops.numpy(out)
+
+    # -- scoring ---------------------------------------------------------------------------------
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "item_factors_"):
+            raise ConfigError(f"{type(self).__name__} is not fitted: call fit(train) first")
+
+    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
+        """Scores (rows x n_items): U[users] Vᵀ for training users, or, with users=None, the
+        fold-in user factors (exact user step from `foldin` with V fixed) times Vᵀ."""
+        self._check_fitted()
+        if users is None:
+            return self.solve_users(foldin) @ self.item_factors_.T
+        users = np.asarray(users)
+        n_users = self.user_factors_.shape[0]
+        if users.ndim != 1 or (users.size and (users.min() < 0 or users.max() >= n_users)):
+            raise DataError(f"{type(self).__name__}.score: users must be row ids in "
+                            f"[0, {n_users}), got shape {users.shape}")
+        return self.user_factors_[users] @ self.item_factors_.T
+
+
+def _conjugate_gradient(ops: _NumpyOps | _TorchOps, gathered: Any, quad_weights: Any,
+                        shift: Any, lam: Any, rhs: Any, start: Any, steps: int) -> Any:
+    """`steps` CG iterations from `start` for every row b of the block:
+    (Y_bᵀ diag(q_b) Y_b + α₀YᵀY + Λ_b I) x_b = rhs_b, without forming the k x k systems.
+    gathered (B, L, k), quad_weights (B, L), shift (k, k), lam (B,), rhs / start (B, k)."""
+
+    def apply(direction: Any) -> Any:
+        projected = ops.matvec(gathered, direction) * quad_weights  # (B, L)
+        return ((projected[:, None, :] @ gathered)[:, 0, :] + direction @ shift
+                + lam[:, None] * direction)
+
+    solution = start
+    residual = rhs - apply(solution)
+    direction = residual
+    res_norm = (residual * residual).sum(1)
+    for _ in range(steps):
+        image = apply(direction)
+        curvature = (direction * image).sum(1)
+        step = res_norm / (curvature + (curvature == 0))  # 0/1 once a row has converged
+        solution = solution + step[:, None] * direction
+        residual = residual - step[:, None] * image
+        new_norm = (residual * residual).sum(1)
+        direction = residual + (new_norm / (res_norm + (res_norm == 0)))[:, None] * direction
+        res_norm = new_norm
+    return solution
+
+
+# --------------------------------------------------------------------------------------------
+# Debiased iALS
+
+
+class DebiasedIALS(IALS):
+    """Debiased iALS (spec/linear_models.md §3.10, losses.md §4.2): the first line of eq. 99
+    becomes Σ_u [ c_u Σ_{i∈I_u⁺} ((ŷ_ui − 1)² − α₀ ŷ_ui²) + α₀ Σ_t ŷ_ut² ] (regularizer kept),
+    so the user step is w_u = (c_u(1−α₀) H_SᵀH_S + α₀HᵀH + Λ_u I)⁻¹ c_u H_Sᵀ1.
+
+    c_u = τ_u⁺ |I| / |I_u⁺| (losses.md §4.1) with the prior τ_u⁺ clipped to [0, 1 − 1e-6]:
+    prior "ratio_alpha": τ_u⁺ = (1 + prior_alpha)|I_u⁺|/|I| (c_u = 1 + prior_alpha, constant);
+    "count_k": τ_u⁺ = (|I_u⁺| + prior_k)/|I|; "fixed": τ_u⁺ = tau_plus.
+    Requires 0 <= alpha0 < 1. Theorem 2: for constant c, one step equals the iALS step with
+    α₀' = α₀/((1−α₀)c), λ' = λ/((1−α₀)c) times 1/(1−α₀) (exact for ν = 0).
+    """
+
+    def __init__(self, factors: int = 64, reg: float = 0.01, alpha0: float = 0.1,
+                 nu: float = 1.0, epochs: int = 16, solver: str = "cholesky", cg_steps: int = 3,
+                 backend: str = "numpy", block_size: int = 4096, seed: int = 0,
+                 init_std: float = 0.1, dtype: str = "float32", num_threads: int = 0,
+                 record_loss: bool = True, prior: str = "ratio_alpha",
+                 prior_alpha: float = 1.0, prior_k: int = 20, tau_plus: float = 0.001) -> None:
+        super().__init__(factors=factors, reg=reg, alpha0=alpha0, nu=nu, epochs=epochs,
+                         solver=solver, cg_steps=cg_steps, backend=backend,
+                         block_size=block_size, seed=seed, init_std=init_std, dtype=dtype,
+                         num_threads=num_threads, record_loss=record_loss)
+        self.alpha0 = _check_real(alpha0, "DebiasedIALS.alpha0", 0.0, 1.0, high_open=True)
+        self.prior = _check_choice(prior, "DebiasedIALS.prior", _PRIORS)
+        self.prior_alpha = _check_real(prior_alpha, "DebiasedIALS.prior_alpha")
+        self.prior_k = _check_int(prior_k, "DebiasedIALS.prior_k", 0)
+        self.tau_plus = _check_real(tau_plus, "DebiasedIALS.tau_plus", 0.0, _TAU_MAX)
+
+    def confidence(self, row_counts: np.ndarray, n_items: int) -> np.ndarray:
+        """c_u = τ_u⁺|I|/|I_u⁺| (losses.md §4.1); 1 for empty rows (they have no positives)."""
+        counts = np.asarray(row_counts, dtype=np.float64)
+        if self.prior == "ratio_alpha":
+            tau = (1.0 + self.prior_alpha) * counts / n_items
+        elif self.prior == "count_k":
+            tau = (counts + self.prior_k) / n_items
+        else:
+            tau = np.full_like(counts, self.tau_plus)
+        tau = np.clip(tau, 0.0, _TAU_MAX)
+        return np.where(counts > 0, tau * n_items / np.maximum(counts, 1.0), 1.0)
+
+    def observed_weight(self, confidence: np.ndarray) -> np.ndarray:
+        """q_u = c_u(1 − α₀): c(ŷ−1)² − cα₀ŷ² = c(1−α₀)ŷ² − 2cŷ + c."""
+        return confidence * (1.0 - self.alpha0)
+
+
+# --------------------------------------------------------------------------------------------
+# WMF through implicit
+
+
+class WMF(Recommender):
+    """Weighted MF, Σ_{u,i} c_ui (x_ui − p_uᵀq_i)² + λ(‖P‖² + ‖Q‖²) (spec §3.8, Hu et al.),
+    fitted by `implicit.cpu.als.AlternatingLeastSquares`. Missing entries have weight 1;
+    observed entries weight c = alpha (confidence="alpha", implicit's convention) or
+    c = 1 + alpha (confidence="one_plus_alpha", Hu et al.'s c = 1 + α·x). spec §3.8 leaves open
+    which one the dissertation's "C" is, so both are expressible.
+
+    Parameters: factors, reg λ, alpha, confidence, iterations, seed, use_cg (implicit's CG
+    solver, 3 steps), num_threads (implicit's OpenMP threads, 0 = all cores; BLAS is held to one
+    thread meanwhile, which also silences implicit's threadpool warning), dtype, record_loss
+    (implicit's training loss per iteration into loss_history_; costs one pass per iteration).
+    Fold-in (`users=None`) uses implicit's exact `recalculate_user`.
+    """
+
+    def __init__(self, factors: int = 100, reg: float = 100.0, alpha: float = 10.0,
+                 confidence: str = "alpha", iterations: int = 15, seed: int = 0,
+                 use_cg: bool = True, num_threads: int = 0, dtype: str = "float32",
+                 record_loss: bool = False) -> None:
+        self.factors = _check_int(factors, "WMF.factors", 1)
+        self.reg = _check_real(reg, "WMF.reg")
+        self.alpha = _check_real(alpha, "WMF.alpha")
+        self.confidence = _check_choice(confidence, "WMF.confidence",
+                                        ("alpha", "one_plus_alpha"))
+        self.iterations = _check_int(iterations, "WMF.iterations", 1)
+        self.seed = _check_int(seed, "WMF.seed", 0)
+        self.use_cg = bool(use_cg)
+        self.num_threads = _check_int(num_threads, "WMF.num_threads", 0)
+        self.dtype = _check_dtype(dtype, "WMF.dtype")
+        self.record_loss = bool(record_loss)
+        if self.observed_confidence <= 0:
+            raise ConfigError(f"WMF.alpha={alpha!r} gives observed confidence "
+                              f"{self.observed_confidence}; it must be > 0")
+
+    @property
+    def observed_confidence(self) -> float:
+        """c of an observed entry (missing entries have weight 1)."""
+        return self.alpha if self.confidence == "alpha" else 1.0 + self.alpha
+
+    def fit(self, train: sp.csr_matrix, valid: EvalSet | None = None) -> WMF:
+        """`iterations` ALS sweeps of implicit on train (users x items, binary). valid unused."""
+        from implicit.cpu.als import AlternatingLeastSquares
+
+        pattern = _binary_csr(train, "WMF.fit").astype(np.float32)
+        history: list[float] = []
+        with threadpool_limits(limits=1, user_api="blas"), warnings.catch_warnings():
+            # implicit warns about BLAS threads once per process; BLAS is limited here
+            warnings.filterwarnings("ignore", message=".*threadpool.*", category=RuntimeWarning)
+            model = AlternatingLeastSquares(
+                factors=self.factors, regularization=self.reg, alpha=self.observed_confidence,
+                dtype=np.dtype(self.dtype), use_cg=self.use_cg, iterations=self.iterations,
+                calculate_training_loss=self.record_loss, num_threads=self.num_threads,
+                random_state=np.random.default_rng(self.seed))
+            model.fit(pattern, show_progress=False,
+                      callback=(lambda _it, _sec, loss: history.append(float(loss)))
+                      if self.record_loss else None)
+        self.model_ = model
+        self.user_factors_ = np.asarray(model.user_factors)
+        self.item_factors_ = np.asarray(model.item_factors)
+        self.loss_history_ = np.asarray(history)
+        return self
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "model_"):
+            raise ConfigError("WMF is not fitted: call fit(train) first")
+
+    def solve_users(self, foldin: sp.csr_matrix) -> np.ndarray:
+        """Exact user factors (rows x k) of the rows of `foldin` with the item factors fixed."""
+        self._check_fitted()
+        pattern = _binary_csr(foldin, "WMF.solve_users",
+                              self.item_factors_.shape[0]).astype(np.float32)
+        with threadpool_limits(limits=1, user_api="blas"):
+            return np.asarray(self.model_.recalculate_user(np.arange(pattern.shape[0]),
+                                                           pattern))
+
+    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
+        """U[users] Vᵀ for training users; fold-in factors × Vᵀ when users is None."""
+        self._check_fitted()
+        if users is None:
+            return self.solve_users(foldin) @ self.item_factors_.T
+        users = np.asarray(users)
+        n_users = self.user_factors_.shape[0]
+        if users.ndim != 1 or (users.size and (users.min() < 0 or users.max() >= n_users)):
+            raise DataError(f"WMF.score: users must be row ids in [0, {n_users}), "
+                            f"got shape {users.shape}")
+        return self.user_factors_[users] @ self.item_factors_.T

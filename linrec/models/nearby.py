@@ -1,0 +1,469 @@
+"""Learned per-component λ_i and the "nearby" models of spec/linear_models.md §6, trained with
+BPR (§6.2) and Adam in torch.
+
+* `LearnedLambda`: LRR with λ_i = λ + c·tanh(α_i) (§6.1), W(α) = V_k diag(e_i/(e_i + λ_i)) V_kᵀ,
+  optionally with head/tail scaling (HT, §6.4) and post-hoc diagonal removal (RMD, eq. 76).
+* `NearbyItemItem`: HT and/or sparsification W_S = S ⊙ W ⊙ 1[W > threshold] (§6.4) around a
+  dense item–item model (EDLAE full rank by default), optionally with RMD.
+
+Parameterization choices (documented in the report):
+* H = 2·sigmoid(h), T = 2·sigmoid(t), S = 2·sigmoid(s): the spec's sigmoid scaled by 2 so that
+  at h = t = s = 0 the model *equals* its closed form (H = T = S = 1); a global factor changes
+  no ranking.
+* Training scores only the sampled items: s_ui = T_i·((x_u ⊙ H) V_k ⊙ f)·V_i (§6.3 at the
+  sampled columns), never the full batch x n_items matrix.
+* Early stopping (when `valid` is given and patience > 0) keeps the parameters of the epoch
+  with the best validation nDCG@100 (fold-in masked).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from linrec.errors import ConfigError, DataError
+from linrec.models.als import _binary_csr, _check_dtype, _check_int, _check_real
+from linrec.models.base import Recommender
+from linrec.models.spectral import LRR, compute_spectrum
+
+if TYPE_CHECKING:
+    import torch
+
+    from linrec.data.splits import EvalSet
+
+_VALID_K = 100
+_SCORE_BATCH = 1024
+
+
+def _doubled_sigmoid(logits: torch.Tensor) -> torch.Tensor:
+    """2·sigmoid(x) ∈ (0, 2), = 1 at x = 0 (the spec's sigmoid up to a global factor)."""
+    import torch
+
+    return 2.0 * torch.sigmoid(logits)
+
+
+# --------------------------------------------------------------------------------------------
+# Validation metric for early stopping (models must not import linrec.eval)
+
+
+def _validation_ndcg(scores: np.ndarray, foldin: sp.csr_matrix, targets: sp.csr_matrix,
+                     k: int = _VALID_K) -> np.ndarray:
+    """nDCG@k per user (rows,) with the fold-in items masked; IDCG over min(k, |targets|)."""
+    scores = np.array(scores, dtype=np.float64)
+    rows, cols = foldin.nonzero()
+    scores[rows, cols] = -np.inf
+    k = min(k, scores.shape[1])
+    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1, kind="stable")
+    top = np.take_along_axis(top, order, axis=1)
+    hits = np.asarray(targets[np.arange(scores.shape[0])[:, None], top].todense()) > 0
+    discount = 1.0 / np.log2(np.arange(2, k + 2))
+    dcg = (hits * discount).sum(1)
+    n_targets = np.minimum(np.diff(targets.indptr), k)
+    idcg = np.cumsum(discount)[np.maximum(n_targets - 1, 0)]
+    return np.where(n_targets > 0, dcg / idcg, 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Shared BPR trainer
+
+
+class _BPRNearby(Recommender):
+    """Training loop shared by the nearby models: uniform users in batches, `n_pairs`
+    positives per user (uniform from the row) each paired with one uniform negative (pairs
+    whose negative is a positive are dropped), loss mean −log σ(t (s_ui − s_uj)) (§6.2), Adam.
+
+    Subclasses implement `_setup(train)` (closed form + torch parameters), `_pair_scores(...)`
+    and `_scores(foldin)`."""
+
+    def _init_trainer(self, *, bpr_scale: float, lr: float, epochs: int, batch_size: int,
+                      n_pairs: int, dropout: float, rmd: bool, patience: int, seed: int,
+                      dtype: str, device: str) -> None:
+        name = type(self).__name__
+        self.bpr_scale = _check_real(bpr_scale, f"{name}.bpr_scale", low_open=True)
+        self.lr = _check_real(lr, f"{name}.lr", low_open=True)
+        self.epochs = _check_int(epochs, f"{name}.epochs", 0)
+        self.batch_size = _check_int(batch_size, f"{name}.batch_size", 1)
+        self.n_pairs = _check_int(n_pairs, f"{name}.n_pairs", 1)
+        self.dropout = _check_real(dropout, f"{name}.dropout", 0.0, 1.0, high_open=True)
+        self.rmd = bool(rmd)
+        self.patience = _check_int(patience, f"{name}.patience", 0)
+        self.seed = _check_int(seed, f"{name}.seed", 0)
+        self.dtype = _check_dtype(dtype, f"{name}.dtype")
+        self.device = str(device)
+
+    # -- subclass hooks ----------------------------------------------------------------------
+
+    def _setup(self, train: sp.csr_matrix) -> None:
+        raise NotImplementedError
+
+    def _pair_scores(self, inputs: torch.Tensor, items: torch.Tensor,
+                     item_inputs: torch.Tensor) -> torch.Tensor:
+        """Scores (B, P) of `items` (B, P) for the dense (dropped-out) input rows (B, n);
+        item_inputs (B, P) = inputs at `items` (for RMD)."""
+        raise NotImplementedError
+
+    def _scores(self, foldin: sp.csr_matrix) -> np.ndarray:
+        raise NotImplementedError
+
+    def _parameters(self) -> list[torch.nn.Parameter]:
+        return list(self.params_.values())
+
+    # -- training ------------------------------------------------------------------------------
+
+    def fit(self, train: sp.csr_matrix, valid: EvalSet | None = None) -> _BPRNearby:
+        """Closed form, then `epochs` epochs of BPR + Adam. valid: early stopping (patience)."""
+        import torch
+
+        name = type(self).__name__
+        pattern = _binary_csr(train, f"{name}.fit")
+        if pattern.nnz == 0:
+            raise DataError(f"{name}.fit: train {pattern.shape} has no interactions")
+        self._setup(pattern)
+        self.train_ = pattern
+        generator = torch.Generator().manual_seed(self.seed)
+        optimizer = torch.optim.Adam(self._parameters(), lr=self.lr)
+        active = np.flatnonzero(np.diff(pattern.indptr) > 0)
+        history: list[float] = []
+        best, best_state, stale = -math.inf, None, 0
+        for _ in range(self.epochs):
+            order = torch.randperm(len(active), generator=generator).numpy()
+            total, count = 0.0, 0
+            for start in range(0, len(active), self.batch_size):
+                users = active[order[start:start + self.batch_size]]
+                optimizer.zero_grad()
+                loss = self._batch_loss(pattern, users, generator, train=True)
+                loss.backward()
+                optimizer.step()
+                total += float(loss.detach()) * len(users)
+                count += len(users)
+            history.append(total / count)
+            if valid is not None and self.patience > 0:
+                metric = float(_validation_ndcg(self.score(valid.foldin), valid.foldin,
+                                                valid.targets).mean())
+                if metric > best:
+                    best, stale = metric, 0
+                    best_state = {k: v.detach().clone() for k, v in self.params_.items()}
+                else:
+                    stale += 1
+                    if stale >= self.patience:
+                        break
+        if best_state is not None:
+            with torch.no_grad():
+                for key, value in best_state.items():
+                    self.params_[key].copy_(value)
+        self.loss_history_ = np.asarray(history)
+        return self
+
+    def _batch_inputs(self, pattern: sp.csr_matrix, users: np.ndarray,
+                      generator: torch.Generator, train: bool) -> torch.Tensor:
+        """Dense (B, n) input rows; inverted dropout on the entries when training."""
+        import torch
+
+        rows = torch.as_tensor(pattern[users].toarray(), dtype=self._torch_dtype)
+        if train and self.dropout > 0:
+            keep = torch.rand(rows.shape, generator=generator, dtype=self._torch_dtype)
+            rows = rows * (keep >= self.dropout) / (1.0 - self.dropout)
+        return rows.to(self.device)
+
+    def _sample_pairs(self, pattern: sp.csr_matrix, users: np.ndarray,
+                      generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """positives (B, P) uniform from each row and negatives (B, P) uniform over all items
+        (the caller drops the pairs whose negative is a positive)."""
+        import torch
+
+        starts = torch.as_tensor(pattern.indptr[users], dtype=torch.int64)
+        lengths = torch.as_tensor(np.diff(pattern.indptr)[users], dtype=torch.int64)
+        draws = torch.rand((len(users), self.n_pairs), generator=generator, dtype=torch.float64)
+        offsets = torch.minimum((draws * lengths[:, None]).long(), lengths[:, None] - 1)
+        indices = torch.as_tensor(pattern.indices, dtype=torch.int64)
+        positives = indices[starts[:, None] + offsets]
+        negatives = torch.randint(pattern.shape[1], (len(users), self.n_pairs),
+                                  generator=generator)
+        return positives, negatives
+
+    def _batch_loss(self, pattern: sp.csr_matrix, users: np.ndarray,
+                    generator: torch.Generator, train: bool) -> torch.Tensor:
+        import torch
+        import torch.nn.functional as F
+
+        inputs = self._batch_inputs(pattern, users, generator, train)
+        positives, negatives = self._sample_pairs(pattern, users, generator)
+        positives, negatives = positives.to(self.device), negatives.to(self.device)
+        clean = torch.as_tensor(pattern[users].toarray() > 0, device=self.device)
+        valid_pairs = ~torch.gather(clean, 1, negatives)  # the negative must be unobserved
+        pos_scores = self._pair_scores(inputs, positives, torch.gather(inputs, 1, positives))
+        neg_scores = self._pair_scores(inputs, negatives, torch.gather(inputs, 1, negatives))
+        # §6.2: −log σ(t (s_ui − s_uj)) = softplus(−t (s_ui − s_uj))
+        losses = F.softplus(-self.bpr_scale * (pos_scores - neg_scores))
+        weights = valid_pairs.to(losses.dtype)
+        return (losses * weights).sum() / weights.sum().clamp_min(1.0)
+
+    def bpr_loss(self, train: sp.csr_matrix, seed: int = 0) -> float:
+        """Mean BPR loss of the current parameters on one seeded sample of pairs for every user
+        of `train` (no dropout): a fixed yardstick for tests and diagnostics."""
+        import torch
+
+        self._check_fitted()
+        pattern = _binary_csr(train, f"{type(self).__name__}.bpr_loss", self.n_items_)
+        users = np.flatnonzero(np.diff(pattern.indptr) > 0)
+        with torch.no_grad():
+            return float(self._batch_loss(pattern, users, torch.Generator().manual_seed(seed),
+                                          train=False))
+
+    # -- scoring -------------------------------------------------------------------------------
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "params_"):
+            raise ConfigError(f"{type(self).__name__} is not fitted: call fit(train) first")
+
+    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
+        """Scores (rows x n_items) of the learned W for the fold-in rows; `users` is ignored."""
+        self._check_fitted()
+        foldin = _binary_csr(foldin, f"{type(self).__name__}.score", self.n_items_)
+        return self._scores(foldin)
+
+    @property
+    def _torch_dtype(self) -> torch.dtype:
+        import torch
+
+        return getattr(torch, self.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# LRR with learned λ_i
+
+
+class LearnedLambda(_BPRNearby):
+    """LRR with per-component λ_i = λ + c·tanh(α_i), i = 1..k (spec §6.1):
+    W(α) = V_k diag(e_i/(e_i + λ_i)) V_kᵀ, e_i = σ_i², learned by BPR (§6.2) with Adam.
+
+    head_tail: also learn H, T (W_HT = diagM(H) W diagM(T), §6.4); rmd: remove diag(W) in the
+    forward pass (diag(W)_i = Σ_r V_ir² f_r, subtracted as x_ui·H_i·W_ii·T_i).
+    At α = 0 (and h = t = 0) the model equals LRR(rank, lam) exactly (epochs=0 gives it).
+
+    Parameters: rank k, lam λ > 0, c in [0, λ) (search range; λ_i ∈ (λ − c, λ + c)),
+    head_tail, rmd, dropout (input dropout while training; 0.5 in the spec for models 2–4),
+    bpr_scale t (logit scale; not reported in the dissertation), lr, epochs, batch_size (2048
+    in the spec), n_pairs (positive/negative pairs per user and batch), patience (early
+    stopping on validation nDCG@100 when `valid` is passed; 0 = off), seed, dtype, device.
+    After fit: alpha_ (k,), lambdas_ (k,), filter_ (k,), head_ / tail_ (n,) or None,
+    loss_history_ (mean training BPR per epoch).
+    """
+
+    def __init__(self, rank: int = 2000, lam: float = 8000.0, c: float = 1000.0,
+                 head_tail: bool = False, rmd: bool = False, dropout: float = 0.0,
+                 bpr_scale: float = 10.0, lr: float = 0.01, epochs: int = 10,
+                 batch_size: int = 2048, n_pairs: int = 16, patience: int = 0, seed: int = 0,
+                 dtype: str = "float32", device: str = "cpu") -> None:
+        self.rank = _check_int(rank, "LearnedLambda.rank", 1)
+        self.lam = _check_real(lam, "LearnedLambda.lam", low_open=True)
+        self.c = _check_real(c, "LearnedLambda.c", 0.0, self.lam, high_open=True)
+        self.head_tail = bool(head_tail)
+        self._init_trainer(bpr_scale=bpr_scale, lr=lr, epochs=epochs, batch_size=batch_size,
+                           n_pairs=n_pairs, dropout=dropout, rmd=rmd, patience=patience,
+                           seed=seed, dtype=dtype, device=device)
+
+    def _setup(self, train: sp.csr_matrix) -> None:
+        import torch
+
+        n_items = train.shape[1]
+        if self.rank > n_items:
+            raise ConfigError(f"LearnedLambda.rank={self.rank} exceeds n_items={n_items}")
+        spectrum = compute_spectrum(train, np.float64,
+                                    rank=None if self.rank == n_items else self.rank)
+        options = dict(dtype=self._torch_dtype, device=self.device)
+        self.n_items_ = n_items
+        self._eigenvalues = torch.tensor(spectrum.eigenvalues[:self.rank], **options)
+        self._vectors = torch.tensor(spectrum.vectors[:, :self.rank], **options)
+        self.params_ = {"alpha": torch.nn.Parameter(torch.zeros(self.rank, **options))}
+        if self.head_tail:
+            self.params_["head"] = torch.nn.Parameter(torch.zeros(n_items, **options))
+            self.params_["tail"] = torch.nn.Parameter(torch.zeros(n_items, **options))
+
+    # -- the learned quantities ----------------------------------------------------------------
+
+    def _lambdas(self) -> torch.Tensor:
+        import torch
+
+        return self.lam + self.c * torch.tanh(self.params_["alpha"])  # §6.1
+
+    def _filter(self) -> torch.Tensor:
+        e = self._eigenvalues
+        return e / (e + self._lambdas())  # eq. 69 with λ_i: σ_i²/(σ_i² + λ_i)
+
+    def _head_tail(self) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        if not self.head_tail:
+            return None, None
+        return _doubled_sigmoid(self.params_["head"]), _doubled_sigmoid(self.params_["tail"])
+
+    @property
+    def alpha_(self) -> np.ndarray:
+        return self.params_["alpha"].detach().cpu().numpy().copy()
+
+    @property
+    def lambdas_(self) -> np.ndarray:
+        return self._lambdas().detach().cpu().numpy()
+
+    @property
+    def filter_(self) -> np.ndarray:
+        return self._filter().detach().cpu().numpy()
+
+    @property
+    def head_(self) -> np.ndarray | None:
+        head, _ = self._head_tail()
+        return None if head is None else head.detach().cpu().numpy()
+
+    @property
+    def tail_(self) -> np.ndarray | None:
+        _, tail = self._head_tail()
+        return None if tail is None else tail.detach().cpu().numpy()
+
+    # -- forward passes ------------------------------------------------------------------------
+
+    def _pair_scores(self, inputs: torch.Tensor, items: torch.Tensor,
+                     item_inputs: torch.Tensor) -> torch.Tensor:
+        """s_ui = T_i ((x_u ⊙ H) V_k ⊙ f) · V_i − rmd · x_ui H_i W_ii T_i (§6.3, §6.4)."""
+        import torch
+
+        f = self._filter()
+        head, tail = self._head_tail()
+        vectors = self._vectors if head is None else self._vectors * head[:, None]
+        # (x ⊙ H) V_k = x (diagM(H) V_k): a sparse product, O(nnz·k) instead of O(B·n·k)
+        weighted = torch.sparse.mm(inputs.to_sparse(), vectors) * f  # (B, k)
+        item_vectors = self._vectors[items]  # (B, P, k)
+        scores = (item_vectors @ weighted[..., None])[..., 0]
+        if self.rmd:
+            diagonal = (item_vectors * item_vectors) @ f  # W_ii = Σ_r V_ir² f_r
+            scale = item_inputs if head is None else item_inputs * head[items]
+            scores = scores - scale * diagonal
+        if tail is not None:
+            scores = scores * tail[items]
+        return scores
+
+    def _scores(self, foldin: sp.csr_matrix) -> np.ndarray:
+        """((foldin ⊙ H) V_k ⊙ f) V_kᵀ ⊙ T − RMD term, in numpy (rows x n_items)."""
+        f = self.filter_
+        vectors = self._vectors.detach().cpu().numpy()
+        head, tail = self.head_, self.tail_
+        inputs = foldin if head is None else foldin @ sp.diags(head)
+        scores = (np.asarray(inputs @ vectors) * f) @ vectors.T
+        if self.rmd:
+            diagonal = (vectors * vectors) @ f
+            scores -= inputs.multiply(diagonal[None, :]).toarray()
+        if tail is not None:
+            scores *= tail[None, :]
+        return scores
+
+    def closed_form(self) -> LRR:
+        """The LRR(rank, lam) model this one starts from (fitted on the same spectrum)."""
+        self._check_fitted()
+        return LRR(rank=self.rank, lam=self.lam).fit(self.train_)
+
+
+# --------------------------------------------------------------------------------------------
+# Nearby models around a dense item–item W
+
+
+class NearbyItemItem(_BPRNearby):
+    """Nearby models of a dense item–item model W (spec §6.4, eq. 76):
+    head_tail: W_HT = diagM(H) W diagM(T); sparsify: W_S = S ⊙ W ⊙ 1[W > sparsify_threshold]
+    with S learned on the kept entries only; rmd: W ← W − diagM(diag(W)) (post hoc).
+
+    base: registry name of the item–item model giving W (default "edlae", full rank; e.g.
+    "edlae_lowrank" for rank 1000); base_params: its constructor parameters.
+    At h = t = s = 0 (epochs=0) the model equals W ⊙ 1[W > threshold] (−inf: W itself), with the
+    diagonal removed when rmd. Other parameters as in `LearnedLambda`.
+    """
+
+    def __init__(self, base: str = "edlae", base_params: dict[str, Any] | None = None,
+                 head_tail: bool = True, sparsify: bool = False,
+                 sparsify_threshold: float = -math.inf, rmd: bool = False,
+                 dropout: float = 0.0, bpr_scale: float = 10.0, lr: float = 0.01,
+                 epochs: int = 10, batch_size: int = 512, n_pairs: int = 16, patience: int = 0,
+                 seed: int = 0, dtype: str = "float32", device: str = "cpu") -> None:
+        self.base = str(base)
+        self.base_params = dict(base_params or {})
+        self.head_tail = bool(head_tail)
+        self.sparsify = bool(sparsify)
+        try:
+            self.sparsify_threshold = float(sparsify_threshold)
+        except (TypeError, ValueError):
+            raise ConfigError(f"NearbyItemItem.sparsify_threshold={sparsify_threshold!r} must "
+                              "be a number (-inf keeps every entry)") from None
+        if math.isnan(self.sparsify_threshold):
+            raise ConfigError("NearbyItemItem.sparsify_threshold=nan must be a number")
+        if not (self.head_tail or self.sparsify or rmd):
+            raise ConfigError("NearbyItemItem: enable at least one of head_tail, sparsify, rmd")
+        self._init_trainer(bpr_scale=bpr_scale, lr=lr, epochs=epochs, batch_size=batch_size,
+                           n_pairs=n_pairs, dropout=dropout, rmd=rmd, patience=patience,
+                           seed=seed, dtype=dtype, device=device)
+
+    def _setup(self, train: sp.csr_matrix) -> None:
+        import torch
+
+        from linrec.models.registry import build_model
+
+        base_model = build_model(self.base, **self.base_params).fit(train)
+        weights = getattr(base_model, "W", None)
+        if not isinstance(weights, np.ndarray) or weights.ndim != 2:
+            raise ConfigError(f"NearbyItemItem.base={self.base!r} does not expose a dense item-"
+                              "item matrix W; use an item-item model such as edlae or ease")
+        n_items = weights.shape[0]
+        options = dict(dtype=self._torch_dtype, device=self.device)
+        self.n_items_ = n_items
+        weights = np.array(weights, dtype=np.float64)
+        if self.rmd:
+            np.fill_diagonal(weights, 0.0)  # eq. 76 RMD, post hoc
+        self.params_ = {}
+        if self.sparsify:
+            rows, cols = np.nonzero(weights > self.sparsify_threshold)
+            self._support = torch.as_tensor(np.vstack([cols, rows]), device=self.device)  # Wᵀ
+            self._support_values = torch.as_tensor(weights[rows, cols], **options)
+            self.params_["scale"] = torch.nn.Parameter(torch.zeros(len(rows), **options))
+        else:
+            self._weights = torch.as_tensor(weights, **options)
+        if self.head_tail:
+            self.params_["head"] = torch.nn.Parameter(torch.zeros(n_items, **options))
+            self.params_["tail"] = torch.nn.Parameter(torch.zeros(n_items, **options))
+
+    def _full_scores(self, inputs: torch.Tensor) -> torch.Tensor:
+        """(x ⊙ H) W_S ⊙ T for dense inputs (B, n) -> (B, n)."""
+        import torch
+
+        head = _doubled_sigmoid(self.params_["head"]) if self.head_tail else None
+        if self.sparsify:
+            if head is not None:
+                inputs = inputs * head
+            values = self._support_values * _doubled_sigmoid(self.params_["scale"])
+            transposed = torch.sparse_coo_tensor(self._support, values,
+                                                 (self.n_items_, self.n_items_),
+                                                 check_invariants=False)
+            scores = torch.sparse.mm(transposed, inputs.T).T  # (W_Sᵀ xᵀ)ᵀ
+        else:
+            weights = self._weights if head is None else self._weights * head[:, None]
+            # (x ⊙ H) W = x (diagM(H) W): a sparse product, O(nnz·n) instead of O(B·n²)
+            scores = torch.sparse.mm(inputs.to_sparse(), weights)
+        if self.head_tail:
+            scores = scores * _doubled_sigmoid(self.params_["tail"])
+        return scores
+
+    def _pair_scores(self, inputs: torch.Tensor, items: torch.Tensor,
+                     item_inputs: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        return torch.gather(self._full_scores(inputs), 1, items)
+
+    def _scores(self, foldin: sp.csr_matrix) -> np.ndarray:
+        import torch
+
+        out = np.empty(foldin.shape, dtype=np.float64)
+        with torch.no_grad():
+            for start in range(0, foldin.shape[0], _SCORE_BATCH):
+                rows = foldin[start:start + _SCORE_BATCH].toarray()
+                inputs = torch.as_tensor(rows, dtype=self._torch_dtype, device=self.device)
+                out[start:start + len(rows)] = self._full_scores(inputs).cpu().numpy()
+        return out

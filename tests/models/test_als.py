@@ -1,0 +1,373 @@
+"""iALS, debiased iALS and WMF (spec/linear_models.md §3.8–§3.10, §10; losses.md §4.2).
+Every solve is checked against normal equations written out densely here (float64)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import yaml
+
+from linrec.errors import ConfigError, DataError
+from linrec.models.als import IALS, WMF, DebiasedIALS
+from linrec.models.registry import build_model
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
+
+
+def random_binary(n_users: int = 40, n_items: int = 18, density: float = 0.25,
+                  seed: int = 0, full_row: bool = True) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    dense = (rng.random((n_users, n_items)) < density).astype(np.float32)
+    dense[3] = 0.0  # one user without interactions
+    if full_row:
+        dense[5, :] = 1.0  # one user with every item
+    return sp.csr_matrix(dense)
+
+
+def brute_user_factors(x: np.ndarray, item_factors: np.ndarray, alpha0: float, reg: float,
+                       nu: float, confidence: np.ndarray, quad: np.ndarray) -> np.ndarray:
+    """argmin_w Σ_{i∈S} (q_u ŷ² − 2 c_u ŷ) + α₀ Σ_i ŷ² + λ(|S| + α₀ n)^ν ‖w‖², one
+    np.linalg.solve per user (losses.md §4.2)."""
+    n_items, k = item_factors.shape
+    gram = item_factors.T @ item_factors
+    out = np.zeros((x.shape[0], k))
+    for u in range(x.shape[0]):
+        observed = np.flatnonzero(x[u])
+        h_s = item_factors[observed]
+        lam = reg * (len(observed) + alpha0 * n_items) ** nu
+        system = quad[u] * h_s.T @ h_s + alpha0 * gram + lam * np.eye(k)
+        out[u] = np.linalg.solve(system, confidence[u] * h_s.sum(0))
+    return out
+
+
+def brute_item_factors(x: np.ndarray, user_factors: np.ndarray, alpha0: float, reg: float,
+                       nu: float, confidence: np.ndarray, quad: np.ndarray) -> np.ndarray:
+    """h_i = (W_Sᵀ diag(q) W_S + α₀WᵀW + Λ_i I)⁻¹ W_Sᵀ c (losses.md §4.2, item step)."""
+    n_users, k = user_factors.shape
+    gram = user_factors.T @ user_factors
+    out = np.zeros((x.shape[1], k))
+    for i in range(x.shape[1]):
+        users = np.flatnonzero(x[:, i])
+        w_s = user_factors[users]
+        lam = reg * (len(users) + alpha0 * n_users) ** nu
+        system = (w_s * quad[users, None]).T @ w_s + alpha0 * gram + lam * np.eye(k)
+        out[i] = np.linalg.solve(system, w_s.T @ confidence[users])
+    return out
+
+
+def brute_objective(x: np.ndarray, user_factors: np.ndarray, item_factors: np.ndarray,
+                    alpha0: float, reg: float, nu: float) -> float:
+    """eq. 99 with a dense score matrix."""
+    scores = user_factors @ item_factors.T
+    n_users, n_items = x.shape
+    observed = x > 0
+    loss = ((scores[observed] - 1.0) ** 2).sum() + alpha0 * (scores**2).sum()
+    user_reg = reg * (observed.sum(1) + alpha0 * n_items) ** nu
+    item_reg = reg * (observed.sum(0) + alpha0 * n_users) ** nu
+    return float(loss + (user_reg * (user_factors**2).sum(1)).sum()
+                 + (item_reg * (item_factors**2).sum(1)).sum())
+
+
+PARAMS = dict(factors=4, reg=0.05, alpha0=0.3, nu=1.0, dtype="float64", block_size=7)
+
+
+# --------------------------------------------------------------------------------------------
+# iALS
+
+
+@pytest.mark.parametrize("solver", ["cholesky", "cg"])
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_ials_loss_decreases_monotonically(solver: str, backend: str) -> None:
+    model = IALS(**PARAMS, epochs=12, solver=solver, backend=backend).fit(random_binary())
+    loss = model.loss_history_
+    assert loss.shape == (12,)
+    assert np.all(np.diff(loss) <= 1e-12 * loss[:-1])
+    assert loss[-1] < loss[0]
+
+
+def test_ials_loss_history_is_the_objective() -> None:
+    x = random_binary()
+    model = IALS(**PARAMS, epochs=3).fit(x)
+    expected = brute_objective(x.toarray(), model.user_factors_, model.item_factors_,
+                               PARAMS["alpha0"], PARAMS["reg"], PARAMS["nu"])
+    assert model.loss_history_[-1] == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("nu", [0.0, 1.0, 0.5])
+def test_ials_user_and_item_steps_equal_brute_force(nu: float) -> None:
+    x = random_binary(seed=1)
+    rng = np.random.default_rng(2)
+    model = IALS(**{**PARAMS, "nu": nu})
+    item_factors = rng.normal(size=(x.shape[1], 4))
+    user_factors = rng.normal(size=(x.shape[0], 4))
+    ones = np.ones(x.shape[0])
+    expected_users = brute_user_factors(x.toarray(), item_factors, 0.3, 0.05, nu, ones, ones)
+    expected_items = brute_item_factors(x.toarray(), user_factors, 0.3, 0.05, nu, ones, ones)
+    np.testing.assert_allclose(model.solve_users(x, item_factors), expected_users, atol=1e-10)
+    np.testing.assert_allclose(model.solve_items(x, user_factors), expected_items, atol=1e-10)
+    assert np.all(model.solve_users(x, item_factors)[3] == 0.0)  # empty row
+
+
+def test_ials_fit_epoch_equals_brute_force_sweep() -> None:
+    """One fitted epoch = brute user step from the seeded init, then brute item step."""
+    x = random_binary(seed=3)
+    model = IALS(**PARAMS, epochs=1, seed=7, init_std=0.5).fit(x)
+    rng = np.random.default_rng(7)
+    std = 0.5 / np.sqrt(4)
+    rng.normal(0.0, std, (x.shape[0], 4))  # the user init is overwritten by the user step
+    items0 = rng.normal(0.0, std, (x.shape[1], 4))
+    ones = np.ones(x.shape[0])
+    users1 = brute_user_factors(x.toarray(), items0, 0.3, 0.05, 1.0, ones, ones)
+    items1 = brute_item_factors(x.toarray(), users1, 0.3, 0.05, 1.0, ones, ones)
+    np.testing.assert_allclose(model.user_factors_, users1, atol=1e-10)
+    np.testing.assert_allclose(model.item_factors_, items1, atol=1e-10)
+
+
+@pytest.mark.parametrize("solver", ["cholesky", "cg"])
+def test_numpy_and_torch_backends_agree(solver: str) -> None:
+    x = random_binary(seed=4)
+    fits = [IALS(**PARAMS, epochs=4, solver=solver, backend=b).fit(x) for b in ("numpy", "torch")]
+    np.testing.assert_allclose(fits[0].user_factors_, fits[1].user_factors_, atol=1e-10)
+    np.testing.assert_allclose(fits[0].item_factors_, fits[1].item_factors_, atol=1e-10)
+    np.testing.assert_allclose(fits[0].loss_history_, fits[1].loss_history_, rtol=1e-12)
+    np.testing.assert_allclose(fits[0].score(x, users=None), fits[1].score(x, users=None),
+                               atol=1e-10)
+
+
+def test_cg_with_enough_steps_equals_cholesky() -> None:
+    x = random_binary(seed=5)
+    exact = IALS(**PARAMS, epochs=3).fit(x)
+    cg = IALS(**PARAMS, epochs=3, solver="cg", cg_steps=12).fit(x)
+    np.testing.assert_allclose(cg.user_factors_, exact.user_factors_, atol=1e-10)
+    np.testing.assert_allclose(cg.item_factors_, exact.item_factors_, atol=1e-10)
+    few = IALS(**PARAMS, epochs=3, solver="cg", cg_steps=1).fit(x)
+    assert np.abs(few.item_factors_ - exact.item_factors_).max() > 1e-6  # a real difference
+
+
+def test_foldin_of_training_user_reproduces_its_factor() -> None:
+    x = random_binary(n_users=30, n_items=12, seed=6)
+    model = IALS(factors=3, reg=0.1, alpha0=0.2, nu=1.0, epochs=300, dtype="float64").fit(x)
+    users = np.arange(x.shape[0])
+    np.testing.assert_allclose(model.solve_users(x), model.user_factors_, atol=1e-8)
+    np.testing.assert_allclose(model.score(x, users=None), model.score(x, users=users),
+                               atol=1e-8)
+
+
+def test_ials_scores_of_known_users() -> None:
+    x = random_binary()
+    model = IALS(**PARAMS, epochs=2).fit(x)
+    users = np.array([7, 0, 7])
+    scores = model.score(x[users], users=users)
+    np.testing.assert_allclose(scores, model.user_factors_[users] @ model.item_factors_.T)
+    assert np.all(model.user_factors_[3] == 0.0)
+    with pytest.raises(DataError):
+        model.score(x[:2], users=np.array([0, x.shape[0]]))
+    with pytest.raises(DataError):
+        model.score(sp.csr_matrix((2, x.shape[1] + 1)))
+
+
+def test_ials_is_deterministic_and_threads_do_not_matter() -> None:
+    x = random_binary(seed=8)
+    one = IALS(**PARAMS, epochs=3, solver="cg", num_threads=1).fit(x)
+    two = IALS(**PARAMS, epochs=3, solver="cg", num_threads=2).fit(x)
+    np.testing.assert_array_equal(one.item_factors_, two.item_factors_)
+    np.testing.assert_array_equal(one.loss_history_, two.loss_history_)
+
+
+def test_float32_close_to_float64() -> None:
+    x = random_binary(seed=9)
+    single = IALS(**{**PARAMS, "dtype": "float32"}, epochs=3).fit(x)
+    double = IALS(**PARAMS, epochs=3).fit(x)
+    assert single.item_factors_.dtype == np.float32
+    np.testing.assert_allclose(single.item_factors_, double.item_factors_, atol=1e-4)
+
+
+# --------------------------------------------------------------------------------------------
+# Debiased iALS
+
+
+def test_debiased_steps_equal_brute_force_with_per_user_confidence() -> None:
+    x = random_binary(seed=10)
+    rng = np.random.default_rng(11)
+    item_factors = rng.normal(size=(x.shape[1], 4))
+    user_factors = rng.normal(size=(x.shape[0], 4))
+    model = DebiasedIALS(**PARAMS, prior="count_k", prior_k=3)
+    counts = x.getnnz(1)
+    n_items = x.shape[1]
+    # losses.md §4.1: c_u = τ_u⁺|I|/|I_u⁺|, τ_u⁺ = (|I_u⁺| + K)/|I| clipped to 1 − 1e-6
+    tau = np.minimum((counts + 3) / n_items, 1 - 1e-6)
+    confidence = np.where(counts > 0, tau * n_items / np.maximum(counts, 1), 1.0)
+    np.testing.assert_allclose(model.confidence(counts, n_items), confidence, rtol=1e-15)
+    quad = confidence * (1 - 0.3)
+    expected_users = brute_user_factors(x.toarray(), item_factors, 0.3, 0.05, 1.0,
+                                        confidence, quad)
+    expected_items = brute_item_factors(x.toarray(), user_factors, 0.3, 0.05, 1.0,
+                                        confidence, quad)
+    np.testing.assert_allclose(model.solve_users(x, item_factors), expected_users, atol=1e-10)
+    np.testing.assert_allclose(model.solve_items(x, user_factors), expected_items, atol=1e-10)
+
+
+def test_debiased_prior_modes() -> None:
+    model = DebiasedIALS(prior="ratio_alpha", prior_alpha=0.5)
+    np.testing.assert_allclose(model.confidence(np.array([1, 4, 9]), 100), 1.5, rtol=1e-15)
+    fixed = DebiasedIALS(prior="fixed", tau_plus=0.05)
+    np.testing.assert_allclose(fixed.confidence(np.array([1, 4, 0]), 100), [5.0, 1.25, 1.0])
+
+
+@pytest.mark.parametrize("alpha0,c", [(0.2, 1.0), (0.2, 2.5), (0.6, 1.3)])
+def test_theorem2_debiased_step_is_scaled_mapped_ials_step(alpha0: float, c: float) -> None:
+    """losses.md §4.2 Theorem 2 (ν = 0): debiased step = mapped iALS step / (1 − α₀).
+    c_u = 1 + prior_alpha is constant while τ_u⁺ = c|I_u⁺|/|I| < 1 (no clipping), hence the
+    sparse rows."""
+    x = random_binary(density=0.15, seed=12, full_row=False)
+    assert (x.getnnz(1) * c < x.shape[1]).all()
+    rng = np.random.default_rng(13)
+    item_factors = rng.normal(size=(x.shape[1], 4))
+    user_factors = rng.normal(size=(x.shape[0], 4))
+    reg = 0.7
+    debiased = DebiasedIALS(factors=4, reg=reg, alpha0=alpha0, nu=0.0, dtype="float64",
+                            prior="ratio_alpha", prior_alpha=c - 1.0)
+    mapped = IALS(factors=4, reg=reg / ((1 - alpha0) * c),
+                  alpha0=alpha0 / ((1 - alpha0) * c), nu=0.0, dtype="float64")
+    np.testing.assert_allclose(debiased.solve_users(x, item_factors),
+                               mapped.solve_users(x, item_factors) / (1 - alpha0), atol=1e-10)
+    np.testing.assert_allclose(debiased.solve_items(x, user_factors),
+                               mapped.solve_items(x, user_factors) / (1 - alpha0), atol=1e-10)
+
+
+def test_debiased_loss_decreases() -> None:
+    model = DebiasedIALS(**PARAMS, epochs=10, prior="count_k", prior_k=5).fit(random_binary())
+    assert np.all(np.diff(model.loss_history_) <= 1e-12 * np.abs(model.loss_history_[:-1]))
+
+
+# --------------------------------------------------------------------------------------------
+# Bad input
+
+
+@pytest.mark.parametrize("cls,params", [
+    (IALS, {"reg": -1.0}),
+    (IALS, {"factors": 0}),
+    (IALS, {"factors": -3}),
+    (IALS, {"alpha0": -0.1}),
+    (IALS, {"nu": float("nan")}),
+    (IALS, {"epochs": 0}),
+    (IALS, {"solver": "lu"}),
+    (IALS, {"backend": "jax"}),
+    (IALS, {"dtype": "int32"}),
+    (IALS, {"cg_steps": 0}),
+    (DebiasedIALS, {"alpha0": 1.0}),
+    (DebiasedIALS, {"alpha0": 1.5}),
+    (DebiasedIALS, {"prior": "uniform"}),
+    (DebiasedIALS, {"tau_plus": 1.0}),
+    (WMF, {"factors": 0}),
+    (WMF, {"reg": -1.0}),
+    (WMF, {"alpha": 0.0}),
+    (WMF, {"confidence": "c"}),
+])
+def test_bad_parameters_raise_config_error(cls: type, params: dict) -> None:
+    with pytest.raises(ConfigError, match=next(iter(params))):
+        cls(**params)
+
+
+def test_bad_data_and_unfitted() -> None:
+    with pytest.raises(DataError):
+        IALS().fit(np.ones((3, 3)))
+    with pytest.raises(DataError):
+        IALS().fit(sp.csr_matrix((4, 3)))
+    with pytest.raises(ConfigError, match="not fitted"):
+        IALS().score(sp.csr_matrix((1, 3)))
+    with pytest.raises(ConfigError, match="positive definite"):
+        IALS(factors=6, reg=0.0, alpha0=0.0, dtype="float64").fit(random_binary(n_items=5))
+
+
+# --------------------------------------------------------------------------------------------
+# WMF (implicit)
+
+
+def planted_blocks(seed: int = 0) -> sp.csr_matrix:
+    """4 user groups x 4 item groups; a user likes items of its own group with p = 0.6 and
+    other items with p = 0.03."""
+    rng = np.random.default_rng(seed)
+    user_group = np.repeat(np.arange(4), 30)
+    item_group = np.repeat(np.arange(4), 15)
+    prob = np.where(user_group[:, None] == item_group[None, :], 0.6, 0.03)
+    return sp.csr_matrix((rng.random(prob.shape) < prob).astype(np.float32))
+
+
+def held_out_auc(scores: np.ndarray, foldin: sp.csr_matrix, targets: sp.csr_matrix) -> float:
+    """Mean over users of P(score of a held-out item > score of a never-seen item)."""
+    aucs = []
+    for u in range(scores.shape[0]):
+        positives = targets[u].indices
+        negatives = np.setdiff1d(np.arange(scores.shape[1]),
+                                 np.union1d(foldin[u].indices, positives))
+        if positives.size and negatives.size:
+            diff = scores[u, positives][:, None] - scores[u, negatives][None, :]
+            aucs.append((diff > 0).mean() + 0.5 * (diff == 0).mean())
+    return float(np.mean(aucs))
+
+
+def split_rows(matrix: sp.csr_matrix, seed: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    rng = np.random.default_rng(seed)
+    coo = matrix.tocoo()
+    held = rng.random(coo.nnz) < 0.2
+    def part(mask: np.ndarray) -> sp.csr_matrix:
+        return sp.csr_matrix((coo.data[mask], (coo.row[mask], coo.col[mask])),
+                             shape=matrix.shape)
+    return part(~held), part(held)
+
+
+@pytest.mark.parametrize("confidence", ["alpha", "one_plus_alpha"])
+def test_wmf_ranks_held_out_items_above_chance(confidence: str) -> None:
+    train, targets = split_rows(planted_blocks(), seed=1)
+    model = WMF(factors=8, reg=1.0, alpha=5.0, confidence=confidence, iterations=10,
+                num_threads=1, record_loss=True).fit(train)
+    users = np.arange(train.shape[0])
+    auc = held_out_auc(model.score(train, users=users), train, targets)
+    assert auc > 0.85
+    assert held_out_auc(model.score(train, users=None), train, targets) > 0.85
+    assert model.loss_history_.shape == (10,)
+
+
+@pytest.mark.parametrize("confidence,c", [("alpha", 4.0), ("one_plus_alpha", 5.0)])
+def test_wmf_foldin_solves_the_confidence_weighted_normal_equations(confidence: str,
+                                                                    c: float) -> None:
+    """p_u = (QᵀQ + (c − 1)Q_SᵀQ_S + λI)⁻¹ c Q_Sᵀ1 (spec §3.8) with c = α or 1 + α."""
+    x = random_binary(seed=14)
+    model = WMF(factors=3, reg=0.5, alpha=4.0, confidence=confidence, iterations=3,
+                use_cg=False, dtype="float64", num_threads=1).fit(x)
+    q = model.item_factors_.astype(np.float64)
+    expected = np.zeros((x.shape[0], 3))
+    for u in range(x.shape[0]):
+        q_s = q[x[u].indices]
+        system = q.T @ q + (c - 1.0) * q_s.T @ q_s + 0.5 * np.eye(3)
+        expected[u] = np.linalg.solve(system, c * q_s.sum(0))
+    np.testing.assert_allclose(model.solve_users(x), expected, atol=1e-5)
+
+
+def test_wmf_with_unit_confidence_is_regularized_mf() -> None:
+    """spec §3.8 test 2: c = 1 everywhere gives eq. 72, whose product is the soft-thresholded
+    SVD U diag((σ − λ)₊) Vᵀ (§3.7)."""
+    x = random_binary(n_users=25, n_items=10, seed=15)
+    reg = 1.5
+    model = WMF(factors=10, reg=reg, alpha=1.0, iterations=400, use_cg=False, dtype="float64",
+                num_threads=1).fit(x)
+    u, sigma, vt = np.linalg.svd(x.toarray().astype(np.float64), full_matrices=False)
+    expected = (u * np.maximum(sigma - reg, 0.0)) @ vt
+    np.testing.assert_allclose(model.user_factors_ @ model.item_factors_.T, expected, atol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# Configs
+
+
+@pytest.mark.parametrize("name", ["ials", "debiased_ials", "wmf"])
+def test_model_yaml_builds(name: str) -> None:
+    params = yaml.safe_load((CONF_DIR / f"{name}.yaml").read_text())
+    assert params.pop("name") == name
+    model = build_model(name, **params)
+    assert type(model).__name__ == {"ials": "IALS", "debiased_ials": "DebiasedIALS",
+                                    "wmf": "WMF"}[name]

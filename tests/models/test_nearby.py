@@ -1,0 +1,206 @@
+"""Learned λ_i and the nearby models (spec/linear_models.md §6, §10 learner tests), float64."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+import yaml
+
+from linrec.errors import ConfigError
+from linrec.models.ease import EDLAE
+from linrec.models.nearby import LearnedLambda, NearbyItemItem, _validation_ndcg
+from linrec.models.registry import MODELS, build_model
+from linrec.models.spectral import LRR
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
+
+
+def planted(n_users: int = 80, n_items: int = 24, seed: int = 0) -> sp.csr_matrix:
+    """3 user groups x 3 item groups (in-group p = 0.5, else 0.08)."""
+    rng = np.random.default_rng(seed)
+    user_group = np.arange(n_users) % 3
+    item_group = np.arange(n_items) % 3
+    prob = np.where(user_group[:, None] == item_group[None, :], 0.5, 0.08)
+    return sp.csr_matrix((rng.random(prob.shape) < prob).astype(np.float32))
+
+
+TRAIN = planted()
+FOLDIN = planted(n_users=15, seed=1)
+BASE = dict(rank=10, lam=5.0, c=2.0, dtype="float64", bpr_scale=1.0, batch_size=32, n_pairs=8)
+
+
+def lrr_weights() -> np.ndarray:
+    return LRR(rank=10, lam=5.0).fit(TRAIN).weights()
+
+
+# --------------------------------------------------------------------------------------------
+# Initialization reproduces the closed forms (§6.1, §6.4)
+
+
+@pytest.mark.parametrize("head_tail", [False, True])
+def test_learned_lambda_at_init_equals_lrr(head_tail: bool) -> None:
+    model = LearnedLambda(**BASE, head_tail=head_tail, epochs=0).fit(TRAIN)
+    closed = LRR(rank=10, lam=5.0).fit(TRAIN)
+    np.testing.assert_allclose(model.lambdas_, 5.0, rtol=0, atol=0)
+    np.testing.assert_allclose(model.filter_, closed.filter_, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(model.score(FOLDIN), FOLDIN.toarray() @ lrr_weights(),
+                               atol=1e-10)
+
+
+def test_rmd_at_init_is_lrr_without_diagonal() -> None:
+    model = LearnedLambda(**BASE, head_tail=True, rmd=True, epochs=0).fit(TRAIN)
+    weights = lrr_weights()
+    np.fill_diagonal(weights, 0.0)
+    np.testing.assert_allclose(model.score(FOLDIN), FOLDIN.toarray() @ weights, atol=1e-10)
+
+
+def test_rmd_output_has_zero_diagonal_after_training() -> None:
+    model = LearnedLambda(**BASE, head_tail=True, rmd=True, epochs=3, lr=0.1).fit(TRAIN)
+    identity = sp.identity(TRAIN.shape[1], format="csr")
+    assert np.abs(np.diag(model.score(identity))).max() < 1e-14
+    assert np.abs(model.alpha_).max() > 0  # it did train
+
+
+def test_nearby_item_item_at_init_equals_base() -> None:
+    base = EDLAE(p=0.3, lam=2.0, dtype="float64").fit(TRAIN)
+    params = dict(base="edlae", base_params={"p": 0.3, "lam": 2.0, "dtype": "float64"},
+                  dtype="float64", epochs=0)
+    ht = NearbyItemItem(head_tail=True, **params).fit(TRAIN)
+    np.testing.assert_allclose(ht.score(FOLDIN), FOLDIN.toarray() @ base.W, atol=1e-10)
+    keep_all = NearbyItemItem(head_tail=False, sparsify=True, **params).fit(TRAIN)
+    np.testing.assert_allclose(keep_all.score(FOLDIN), FOLDIN.toarray() @ base.W, atol=1e-10)
+    sparse = NearbyItemItem(head_tail=True, sparsify=True, sparsify_threshold=0.01,
+                            **params).fit(TRAIN)
+    expected = FOLDIN.toarray() @ (base.W * (base.W > 0.01))
+    np.testing.assert_allclose(sparse.score(FOLDIN), expected, atol=1e-10)
+
+
+def test_nearby_item_item_rmd_zero_diagonal() -> None:
+    model = NearbyItemItem(base="dlae", base_params={"p": 0.3, "lam": 2.0, "dtype": "float64"},
+                           head_tail=True, rmd=True, dtype="float64", epochs=2,
+                           lr=0.1).fit(TRAIN)
+    identity = sp.identity(TRAIN.shape[1], format="csr")
+    assert np.abs(np.diag(model.score(identity))).max() == 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# Training
+
+
+@pytest.mark.parametrize("options", [{}, {"head_tail": True}, {"head_tail": True, "rmd": True},
+                                     {"dropout": 0.5}])
+def test_training_decreases_bpr_loss(options: dict) -> None:
+    start = LearnedLambda(**BASE, **options, epochs=0).fit(TRAIN)
+    trained = LearnedLambda(**BASE, **options, epochs=15, lr=0.05).fit(TRAIN)
+    assert trained.bpr_loss(TRAIN, seed=3) < start.bpr_loss(TRAIN, seed=3)
+    assert trained.loss_history_.shape == (15,)
+
+
+def test_nearby_item_item_training_decreases_bpr_loss() -> None:
+    params = dict(base="edlae", base_params={"p": 0.3, "lam": 2.0, "dtype": "float64"},
+                  head_tail=True, sparsify=True, sparsify_threshold=0.0, dtype="float64",
+                  bpr_scale=5.0, batch_size=32, n_pairs=8)
+    start = NearbyItemItem(**params, epochs=0).fit(TRAIN)
+    trained = NearbyItemItem(**params, epochs=15, lr=0.05).fit(TRAIN)
+    assert trained.bpr_loss(TRAIN, seed=3) < start.bpr_loss(TRAIN, seed=3)
+
+
+@pytest.mark.parametrize("options", [{}, {"head_tail": True, "rmd": True}])
+def test_sampled_pair_scores_equal_full_scores(options: dict) -> None:
+    """The training forward pass at sampled items (§6.3) = the scoring path at those items."""
+    model = LearnedLambda(**BASE, **options, epochs=4, lr=0.1).fit(TRAIN)
+    inputs = torch.as_tensor(FOLDIN.toarray(), dtype=torch.float64)
+    items = torch.as_tensor(np.random.default_rng(0).integers(0, 24, (15, 6)))
+    with torch.no_grad():
+        pair = model._pair_scores(inputs, items, torch.gather(inputs, 1, items)).numpy()
+    full = model.score(FOLDIN)
+    np.testing.assert_allclose(pair, np.take_along_axis(full, items.numpy(), 1), atol=1e-12)
+
+
+def test_lambdas_stay_in_the_search_range() -> None:
+    """λ_i = λ + c·tanh(α_i) ∈ [λ − c, λ + c] (open in exact arithmetic; tanh rounds to ±1 in
+    floating point for |α| > 19), even with a huge learning rate."""
+    model = LearnedLambda(**{**BASE, "c": 4.9}, epochs=5, lr=50.0).fit(TRAIN)
+    assert np.all(model.lambdas_ >= 5.0 - 4.9) and np.all(model.lambdas_ <= 5.0 + 4.9)
+    assert np.abs(model.alpha_).max() > 1.0
+    assert np.all(model.filter_ > 0) and np.all(np.isfinite(model.filter_))
+
+
+def test_gradcheck_of_the_bpr_loss() -> None:
+    model = LearnedLambda(**BASE, head_tail=True, rmd=True, epochs=1, lr=0.1).fit(TRAIN)
+    users = np.arange(10)
+
+    def loss(alpha: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        model.params_["alpha"], model.params_["head"] = alpha, head
+        return model._batch_loss(TRAIN, users, torch.Generator().manual_seed(0), train=False)
+
+    alpha = model.params_["alpha"].detach().clone().requires_grad_(True)
+    head = model.params_["head"].detach().clone().requires_grad_(True)
+    assert torch.autograd.gradcheck(loss, (alpha, head), eps=1e-6, atol=1e-6)
+
+
+def test_training_is_deterministic() -> None:
+    one = LearnedLambda(**BASE, head_tail=True, dropout=0.5, epochs=3).fit(TRAIN)
+    two = LearnedLambda(**BASE, head_tail=True, dropout=0.5, epochs=3).fit(TRAIN)
+    np.testing.assert_array_equal(one.alpha_, two.alpha_)
+    np.testing.assert_array_equal(one.head_, two.head_)
+
+
+def test_early_stopping_with_validation_runs() -> None:
+    from linrec.data.splits import EvalSet
+
+    targets = planted(n_users=15, seed=2)
+    targets = sp.csr_matrix(targets.toarray() * (FOLDIN.toarray() == 0))
+    valid = EvalSet(users=np.arange(15), foldin=FOLDIN, targets=targets)
+    model = LearnedLambda(**BASE, epochs=6, patience=2, lr=0.05).fit(TRAIN, valid=valid)
+    assert 1 <= len(model.loss_history_) <= 6
+
+
+def test_validation_ndcg_against_hand_computation() -> None:
+    scores = np.array([[0.9, 0.8, 0.7, 0.1], [0.1, 0.2, 0.3, 0.4]])
+    foldin = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 0, 0, 0]], dtype=float))
+    targets = sp.csr_matrix(np.array([[0, 0, 1, 0], [1, 0, 0, 1]], dtype=float))
+    ndcg = _validation_ndcg(scores, foldin, targets, k=2)
+    # user 0: ranking (masked 0) 1, 2, 3 -> target 2 at position 2: (1/log2 3) / 1
+    # user 1: ranking 3, 2 -> target 3 at position 1: 1 / (1 + 1/log2 3)
+    np.testing.assert_allclose(ndcg, [1 / np.log2(3), 1 / (1 + 1 / np.log2(3))], rtol=1e-15)
+
+
+# --------------------------------------------------------------------------------------------
+# Bad input and configs
+
+
+@pytest.mark.parametrize("params,field", [
+    ({"lam": 0.0}, "lam"), ({"lam": -1.0}, "lam"), ({"c": 6.0}, "c"), ({"c": -1.0}, "c"),
+    ({"rank": 0}, "rank"), ({"dropout": 1.0}, "dropout"), ({"epochs": -1}, "epochs"),
+    ({"lr": 0.0}, "lr"), ({"dtype": "float16"}, "dtype"), ({"bpr_scale": 0.0}, "bpr_scale"),
+])
+def test_learned_lambda_bad_parameters(params: dict, field: str) -> None:
+    with pytest.raises(ConfigError, match=field):
+        LearnedLambda(**{**BASE, **params})
+
+
+def test_nearby_item_item_bad_parameters() -> None:
+    with pytest.raises(ConfigError, match="at least one"):
+        NearbyItemItem(head_tail=False)
+    with pytest.raises(ConfigError, match="sparsify_threshold"):
+        NearbyItemItem(sparsify=True, sparsify_threshold="high")
+    with pytest.raises(ConfigError, match="dense item-item"):
+        NearbyItemItem(base="ials", base_params={"factors": 2, "epochs": 1}).fit(TRAIN)
+    with pytest.raises(ConfigError, match="rank"):
+        LearnedLambda(**{**BASE, "rank": 30}).fit(TRAIN)
+
+
+@pytest.mark.parametrize("name,cls", [("learned_lambda", "LearnedLambda"),
+                                      ("nearby_ht", "NearbyItemItem"),
+                                      ("nearby_sparse", "NearbyItemItem")])
+def test_model_yaml_builds(name: str, cls: str) -> None:
+    params = yaml.safe_load((CONF_DIR / f"{name}.yaml").read_text())
+    assert params.pop("name") == name
+    # nearby_ht / nearby_sparse may not be registered yet: then build the class directly
+    model = build_model(name, **params) if name in MODELS else NearbyItemItem(**params)
+    assert type(model).__name__ == cls
