@@ -1,5 +1,6 @@
 """linrec's exception hierarchy: every bad input raises one of these with a message that says
-what was wrong (file, line, field, value) and how to fix it. The CLI prints them without a traceback."""
+what was wrong (file, line, field, value) and how to fix it. The CLI prints them without a
+traceback."""
 
 
 class LinrecError(Exception):
@@ -15,7 +16,7 @@ class DataError(LinrecError, ValueError):
 
 
 class DownloadError(LinrecError):
-    """A dataset file could not be fetched or failed its checksum (says which file to place where)."""
+    """A dataset file could not be fetched or failed its checksum (says which file goes where)."""
 
 
 class MemoryBudgetError(LinrecError, MemoryError):

@@ -35,7 +35,8 @@ MODELS: dict[str, str] = {
 def model_class(name: str) -> type[Recommender]:
     """The class registered under `name` (ConfigError listing the known names otherwise)."""
     if name not in MODELS:
-        raise ConfigError(f"model.name={name!r} is unknown; known models: {', '.join(sorted(MODELS))}")
+        known = ", ".join(sorted(MODELS))
+        raise ConfigError(f"model.name={name!r} is unknown; known models: {known}")
     module_name, cls_name = MODELS[name].split(":")
     try:
         return getattr(importlib.import_module(module_name), cls_name)
