@@ -288,7 +288,27 @@ def _build_blocks(pattern: sp.csr_matrix, quad_nnz: np.ndarray, lin_nnz: np.ndar
 # iALS
 
 
-class IALS(Recommender):
+class _FactorModel(Recommender):
+    """Scoring shared by the factor models: U[users] Vᵀ for training users, or, with
+    users=None, the exact fold-in user factors (`solve_users(foldin)`, V fixed) times Vᵀ."""
+
+    def solve_users(self, foldin: sp.csr_matrix) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
+        """Scores (rows x n_items) of the users (see the class docstring)."""
+        self._check_fitted()
+        if users is None:
+            return self.solve_users(foldin) @ self.item_factors_.T
+        users = np.asarray(users)
+        n_users = self.user_factors_.shape[0]
+        if users.ndim != 1 or (users.size and (users.min() < 0 or users.max() >= n_users)):
+            raise DataError(f"{type(self).__name__}.score: users must be row ids in "
+                            f"[0, {n_users}), got shape {users.shape}")
+        return self.user_factors_[users] @ self.item_factors_.T
+
+
+class IALS(_FactorModel):
     """iALS with frequency-scaled regularization (spec/linear_models.md §3.9, losses.md §4.2):
 
         L = Σ_{(u,i)∈S} (ŷ_ui − 1)² + α₀ Σ_u Σ_i ŷ_ui²
@@ -520,18 +540,6 @@ class IALS(Recommender):
         if not hasattr(self, "item_factors_"):
             raise ConfigError(f"{type(self).__name__} is not fitted: call fit(train) first")
 
-    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
-        """Scores (rows x n_items): U[users] Vᵀ for training users, or, with users=None, the
-        fold-in user factors (exact user step from `foldin` with V fixed) times Vᵀ."""
-        self._check_fitted()
-        if users is None:
-            return self.solve_users(foldin) @ self.item_factors_.T
-        users = np.asarray(users)
-        n_users = self.user_factors_.shape[0]
-        if users.ndim != 1 or (users.size and (users.min() < 0 or users.max() >= n_users)):
-            raise DataError(f"{type(self).__name__}.score: users must be row ids in "
-                            f"[0, {n_users}), got shape {users.shape}")
-        return self.user_factors_[users] @ self.item_factors_.T
 
 
 def _conjugate_gradient(ops: _NumpyOps | _TorchOps, gathered: Any, quad_weights: Any,
@@ -614,7 +622,7 @@ class DebiasedIALS(IALS):
 # WMF through implicit
 
 
-class WMF(Recommender):
+class WMF(_FactorModel):
     """Weighted MF, Σ_{u,i} c_ui (x_ui − p_uᵀq_i)² + λ(‖P‖² + ‖Q‖²) (spec §3.8, Hu et al.),
     fitted by `implicit.cpu.als.AlternatingLeastSquares`. Missing entries have weight 1;
     observed entries weight c = alpha (confidence="alpha", implicit's convention) or
@@ -688,14 +696,3 @@ class WMF(Recommender):
             return np.asarray(self.model_.recalculate_user(np.arange(pattern.shape[0]),
                                                            pattern))
 
-    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
-        """U[users] Vᵀ for training users; fold-in factors × Vᵀ when users is None."""
-        self._check_fitted()
-        if users is None:
-            return self.solve_users(foldin) @ self.item_factors_.T
-        users = np.asarray(users)
-        n_users = self.user_factors_.shape[0]
-        if users.ndim != 1 or (users.size and (users.min() < 0 or users.max() >= n_users)):
-            raise DataError(f"WMF.score: users must be row ids in [0, {n_users}), "
-                            f"got shape {users.shape}")
-        return self.user_factors_[users] @ self.item_factors_.T

@@ -111,17 +111,21 @@ def dropout_penalty(G: np.ndarray, p: float, lam: float) -> np.ndarray:
     return p / (1.0 - p) * np.diag(G).astype(np.float64) + lam
 
 
-class DLAE(ItemItemRecommender):
-    """Denoising linear autoencoder (spec §3.3): min ‖X − XW‖² + ‖Λ^{1/2}W‖², no diagonal
-    constraint; W = (G + Λ)⁻¹G = I − (G + Λ)⁻¹Λ."""
-
-    name = "dlae"
+class _DropoutModel(ItemItemRecommender):
+    """DLAE/EDLAE parameters: dropout probability p in [0, 1) and extra L2 λ >= 0."""
 
     def __init__(self, p: float = 0.25, lam: float = 10.0, dtype: str = "float32",
                  num_threads: int = 0) -> None:
         super().__init__(dtype, num_threads)
         self.p = _check_dropout(p, self.name)
         self.lam = _check_nonnegative("lam", lam, self.name)
+
+
+class DLAE(_DropoutModel):
+    """Denoising linear autoencoder (spec §3.3): min ‖X − XW‖² + ‖Λ^{1/2}W‖², no diagonal
+    constraint; W = (G + Λ)⁻¹G = I − (G + Λ)⁻¹Λ."""
+
+    name = "dlae"
 
     def _weights_from_gram(self, G: np.ndarray) -> np.ndarray:
         penalty = dropout_penalty(G, self.p, self.lam)
@@ -130,17 +134,11 @@ class DLAE(ItemItemRecommender):
         return add_to_diagonal(P, 1.0)
 
 
-class EDLAE(ItemItemRecommender):
+class EDLAE(_DropoutModel):
     """Emphasized DLAE, full rank (spec §3.3): the DLAE objective with diag(W) = 0;
     P = (G + Λ)⁻¹, W = I − P·diagM(1 ⊘ diag(P))."""
 
     name = "edlae"
-
-    def __init__(self, p: float = 0.25, lam: float = 10.0, dtype: str = "float32",
-                 num_threads: int = 0) -> None:
-        super().__init__(dtype, num_threads)
-        self.p = _check_dropout(p, self.name)
-        self.lam = _check_nonnegative("lam", lam, self.name)
 
     def _weights_from_gram(self, G: np.ndarray) -> np.ndarray:
         penalty = dropout_penalty(G, self.p, self.lam)
@@ -172,7 +170,7 @@ class DebiasedEASE(ItemItemRecommender):
         return zero_diagonal_weights(Q, scale=1.0 / (1.0 - self.alpha))
 
 
-class LowRankEDLAE(ItemItemRecommender):
+class LowRankEDLAE(_DropoutModel):
     """Low-rank EDLAE (spec §3.3, dissertation A.4.2): the EDLAE objective with
     W = B − diagM(diag(B)), B = UVᵀ of rank `rank`, solved by ADMM on the split β = diag(B).
 
@@ -196,9 +194,7 @@ class LowRankEDLAE(ItemItemRecommender):
     def __init__(self, p: float = 0.25, lam: float = 10.0, rank: int = 1000, n_iter: int = 50,
                  tol: float = 1e-6, omega: float = 10.0, dtype: str = "float32",
                  num_threads: int = 0) -> None:
-        super().__init__(dtype, num_threads)
-        self.p = _check_dropout(p, self.name)
-        self.lam = _check_nonnegative("lam", lam, self.name)
+        super().__init__(p, lam, dtype, num_threads)
         self.omega = _check_nonnegative("omega", omega, self.name)
         if self.omega == 0:
             raise ConfigError(f"{self.name}.omega=0 is out of range; allowed: > 0")
