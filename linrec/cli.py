@@ -11,6 +11,7 @@ from pathlib import Path
 from linrec.errors import LinrecError
 
 log = logging.getLogger("linrec")
+DEFAULT_REPORT_METRICS = "recall@20,recall@50,ndcg@20,ndcg@100,recall_trunc@20,auc"
 
 
 def config_dir() -> str:
@@ -55,7 +56,10 @@ def report_main(argv: list[str] | None = None) -> int:
     parser.add_argument("dirs", nargs="+", help="run or sweep directories")
     parser.add_argument("--split", default="test", help="split whose exact metrics are shown")
     parser.add_argument("--out", default=None, help="directory for report.csv/.md (default: DIR)")
-    parser.add_argument("--metrics", default=None, help="comma-separated metric@K columns to keep")
+    parser.add_argument(
+        "--metrics", default=DEFAULT_REPORT_METRICS,
+        help="comma-separated metric@K columns of the Markdown table (the CSV keeps all); "
+             f"default {DEFAULT_REPORT_METRICS}")
     args = parser.parse_args(argv)
     try:
         columns, rows = collect(args.dirs, split=args.split)
@@ -66,12 +70,11 @@ def report_main(argv: list[str] | None = None) -> int:
         where = ", ".join(args.dirs)
         print(f"linrec-report: error: no results.json below {where}", file=sys.stderr)
         return 2
-    if args.metrics:
-        keep = set(args.metrics.split(","))
-        columns = [c for c in columns if ("@" not in c and c != "auc") or c in keep]
+    keep = set(args.metrics.split(","))
+    md_columns = [c for c in columns if ("@" not in c and c != "auc") or c in keep]
     out = Path(args.out or args.dirs[0])
     write_text_atomic(out / "report.csv", to_csv(columns, rows))
-    md = to_markdown(columns, rows)
+    md = to_markdown(md_columns, rows)
     write_text_atomic(out / "report.md", md)
     print(md, end="")
     print(f"wrote {out / 'report.csv'} and {out / 'report.md'} ({len(rows)} runs)")

@@ -27,11 +27,13 @@ A hook keeps its own state (e.g. an object with __call__ and a result method).
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from tqdm import tqdm
 
 from linrec.data.splits import EvalSet
 from linrec.errors import DataError
@@ -78,9 +80,12 @@ def evaluate_split(model: Scorer, evalset: EvalSet, *, ks: Sequence[int],
     n_items = evalset.foldin.shape[1]
     timings = {"score": 0.0, "rank": 0.0, "hooks": 0.0}
     tables = []
-    for batch in ranked_batches(model, evalset, seed=seed, users_known=users_known,
-                                batch_size=batch_size, memory_budget_mb=memory_budget_mb,
-                                timings=timings):
+    batches = ranked_batches(model, evalset, seed=seed, users_known=users_known,
+                             batch_size=batch_size, memory_budget_mb=memory_budget_mb,
+                             timings=timings)
+    # a progress bar on a terminal only; logs and CI stay quiet
+    for batch in tqdm(batches, desc="evaluate", unit="batch", leave=False,
+                      disable=not sys.stderr.isatty()):
         t0 = time.perf_counter()
         for hook in batch_hooks:
             hook(batch.rows, batch.scores, batch.keys, batch.ranks)
