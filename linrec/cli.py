@@ -23,20 +23,33 @@ def config_dir() -> str:
     return str(path)
 
 
+#: run directories of the jobs of this process's sweep that failed with a LinrecError
+_failed_jobs: list[str] = []
+
+
 def _task(cfg) -> float | None:
-    """One Hydra job: run the experiment; a LinrecError becomes a one-line message and exit 2."""
+    """One Hydra job: run the experiment; a LinrecError becomes a one-line message and exit 2
+    (in a sweep: a FAILED marker, the message, and the next job; `main` exits 2 at the end)."""
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
     from linrec.experiment import run
     from linrec.results import mark_failed
 
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
     try:
-        return run(cfg, run_dir=run_dir, overrides=list(HydraConfig.get().overrides.task))
+        return run(cfg, run_dir=run_dir, overrides=list(hydra_cfg.overrides.task))
     except LinrecError as exc:
         mark_failed(run_dir, f"{type(exc).__name__}: {exc}")
         print(f"linrec: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        if hydra_cfg.mode != RunMode.MULTIRUN:
+            sys.exit(2)
+        _failed_jobs.append(str(run_dir))
+        return None
+    except Exception as exc:  # an internal error: keep its traceback, still mark the run
+        mark_failed(run_dir, f"{type(exc).__name__}: {exc}")
+        raise
 
 
 def main() -> None:
@@ -44,6 +57,10 @@ def main() -> None:
     import hydra
 
     hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_task)()
+    if _failed_jobs:
+        print(f"linrec: error: {len(_failed_jobs)} sweep job(s) failed (FAILED marker in "
+              f"{', '.join(_failed_jobs)})", file=sys.stderr)
+        sys.exit(2)
 
 
 def report_main(argv: list[str] | None = None) -> int:
@@ -72,7 +89,8 @@ def report_main(argv: list[str] | None = None) -> int:
         return 2
     keep = set(args.metrics.split(","))
     md_columns = [c for c in columns if ("@" not in c and c != "auc") or c in keep]
-    out = Path(args.out or args.dirs[0])
+    first = Path(args.dirs[0])
+    out = Path(args.out) if args.out else (first.parent if first.is_file() else first)
     write_text_atomic(out / "report.csv", to_csv(columns, rows))
     md = to_markdown(md_columns, rows)
     write_text_atomic(out / "report.md", md)

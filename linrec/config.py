@@ -15,11 +15,42 @@ SAMPLED_POOLS = ("all_but_target", "non_interacted", "given")
 
 
 def _from_dict(cls, values: Mapping[str, Any], where: str):
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - names)
+    """cls(**values) after checking the names and the types of the fields (ConfigError)."""
+    fields = {f.name: f.type for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields))
     if unknown:
-        raise ConfigError(f"{where}: unknown field(s) {unknown}; allowed: {sorted(names)}")
+        raise ConfigError(f"{where}: unknown field(s) {unknown}; allowed: {sorted(fields)}")
+    values = dict(values)
+    for name, value in values.items():
+        values[name] = typed_value(value, str(fields[name]), f"{where}.{name}")
     return cls(**values)
+
+
+def typed_value(value: Any, annotation: str, field_name: str) -> Any:
+    """`value` checked against a field annotation ('int', 'bool', 'str', 'tuple[int, ...]',
+    'tuple[str, ...]'; nested configs pass through); lists become tuples."""
+    scalar_types = {"int": int, "bool": bool, "str": str}
+    if annotation.startswith("tuple["):
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{field_name}={value!r} must be a list, e.g. [{value}]")
+        element = annotation[len("tuple["):].split(",")[0]
+        return tuple(typed_value(v, element, field_name) for v in value)
+    expected = scalar_types.get(annotation)
+    if expected is None:
+        return value
+    # bool is an int in Python: reject it where a number is meant, and ints where a flag is meant
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise ConfigError(f"{field_name}={value!r} must be of type {annotation}")
+    return value
+
+
+def _sub_config(cls, values: Any, where: str):
+    """A nested config from its mapping (ConfigError for anything else)."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where}={values!r} must be a mapping of {cls.__name__} fields")
+    if hasattr(cls, "from_dict"):
+        return cls.from_dict(values)
+    return _from_dict(cls, values, where)
 
 
 @dataclass(frozen=True)
@@ -56,13 +87,10 @@ class SampledConfig:
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> SampledConfig:
         values = dict(values)
-        if "adaptive" in values and isinstance(values["adaptive"], Mapping):
-            values["adaptive"] = _from_dict(
+        if "adaptive" in values:
+            values["adaptive"] = _sub_config(
                 AdaptiveConfig, values["adaptive"], "eval.sampled.adaptive"
             )
-        for key in ("estimators", "metrics"):
-            if key in values:
-                values[key] = tuple(values[key])
         return _from_dict(cls, values, "eval.sampled")
 
 
@@ -93,12 +121,11 @@ class EvalConfig:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> EvalConfig:
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"eval={values!r} must be a mapping of EvalConfig fields")
         values = dict(values)
-        if "sampled" in values and isinstance(values["sampled"], Mapping):
-            values["sampled"] = SampledConfig.from_dict(values["sampled"])
-        for key in ("ks", "metrics", "splits"):
-            if key in values:
-                values[key] = tuple(values[key])
+        if "sampled" in values:
+            values["sampled"] = _sub_config(SampledConfig, values["sampled"], "eval.sampled")
         return _from_dict(cls, values, "eval")
 
     def ks_for(self, n_items: int) -> tuple[int, ...]:

@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from linrec.config import EvalConfig, resolve_selection
 from linrec.errors import ConfigError
-from linrec.results import environment_info, format_run_table, write_json_atomic
+from linrec.results import FAILED_FILE, environment_info, format_run_table, write_json_atomic
 
 log = logging.getLogger("linrec")
 
@@ -34,31 +34,50 @@ def run(
     Returns the validation value of `eval.selection` (test if there is no validation split)."""
     from linrec.data.pipeline import prepare_data
     from linrec.eval.evaluator import evaluate_split
-    from linrec.eval.sampled import SampledEvaluation
+    from linrec.eval.sampled import ADAPTIVE_ESTIMATORS, SampledEvaluation
+    from linrec.eval.sampling import adaptive_levels
     from linrec.models import build_model
 
     config = _as_dict(cfg)
     run_dir = Path(run_dir)
+    seed = config.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"seed={seed!r} must be an integer >= 0")
+    for flag in ("save_ranks", "save_model", "quiet"):
+        if not isinstance(config.get(flag, False), bool):
+            raise ConfigError(f"{flag}={config[flag]!r} must be true or false")
     if config.get("study"):
         from linrec.studies import run_study
 
         return run_study(config, run_dir)
     eval_cfg = EvalConfig.from_dict(config.get("eval", {}))
-    seed = int(config.get("seed", 0))
+    model_cfg = config.get("model")
+    if not isinstance(model_cfg, Mapping) or not model_cfg.get("name"):
+        raise ConfigError("model.name is missing: choose a model group, e.g. model=ease")
+    model_cfg = dict(model_cfg)
+    model_name = model_cfg.pop("name")
+    model = build_model(model_name, **model_cfg)
+
     timings: dict[str, float] = {}
 
     t0 = time.perf_counter()
-    prepared = prepare_data(config["data"])
+    prepared = prepare_data(config.get("data"))
     split = prepared.split
     timings["data"] = time.perf_counter() - t0
     n_items = split.n_items
     log.info("data %s: %s", prepared.name, prepared.stats)
 
-    model_cfg = dict(config["model"])
-    model_name = model_cfg.pop("name", None)
-    if not model_name:
-        raise ConfigError("model.name is missing: choose a model group, e.g. model=ease")
-    model = build_model(model_name, **model_cfg)
+    # every check that needs only the data runs before the (possibly long) fit
+    ks = eval_cfg.ks_for(n_items)
+    evalsets = {name: getattr(split, name) for name in eval_cfg.splits
+                if getattr(split, name, None) is not None}
+    samplers = {}
+    if eval_cfg.sampled.enabled:
+        samplers = {name: SampledEvaluation(eval_cfg.sampled, evalset=evalset, n_items=n_items)
+                    for name, evalset in evalsets.items()}
+        if set(eval_cfg.sampled.estimators) & set(ADAPTIVE_ESTIMATORS):
+            adaptive = eval_cfg.sampled.adaptive
+            adaptive_levels(n_items, adaptive.n0, adaptive.n_max)
 
     t0 = time.perf_counter()
     model.fit(split.train, valid=split.valid)
@@ -68,19 +87,12 @@ def run(
     splits_out: dict[str, Any] = {}
     rank_tables = {}
     t0 = time.perf_counter()
-    for split_name in eval_cfg.splits:
-        evalset = getattr(split, split_name, None)
-        if evalset is None:
-            continue
-        sampled = (
-            SampledEvaluation(eval_cfg.sampled, evalset=evalset, n_items=n_items)
-            if eval_cfg.sampled.enabled
-            else None
-        )
+    for split_name, evalset in evalsets.items():
+        sampled = samplers.get(split_name)
         result = evaluate_split(
             model,
             evalset,
-            ks=eval_cfg.ks_for(n_items),
+            ks=ks,
             metrics=eval_cfg.metrics,
             seed=seed,
             users_known=not split.strong,
@@ -100,6 +112,9 @@ def run(
     timings["evaluate"] = time.perf_counter() - t0
 
     selection_split = "valid" if "valid" in splits_out else "test"
+    if selection_split == "test":
+        log.warning("no validation split: the returned selection metric (%s) is a test metric; "
+                    "do not tune hyper-parameters on it", eval_cfg.selection)
     selection_key = resolve_selection(eval_cfg.selection, n_items)
     selection_value = splits_out.get(selection_split, {}).get("exact", {}).get(selection_key)
 
@@ -122,6 +137,7 @@ def run(
     if config.get("save_model", False):
         model.save(run_dir / "model.pkl")
     write_json_atomic(run_dir / "results.json", record)
+    (run_dir / FAILED_FILE).unlink(missing_ok=True)  # a marker left by an earlier failed run
     if not config.get("quiet", False):
         print(format_run_table(record))
         print(f"results: {run_dir / 'results.json'}")

@@ -43,10 +43,12 @@ def write_json_atomic(path: str | Path, record: Mapping[str, Any]) -> Path:
 
 
 def mark_failed(run_dir: str | Path, message: str) -> None:
-    """Leave a FAILED marker (with the error) in a run directory that has no complete results."""
+    """Leave a FAILED marker (with the error) in a run directory that has no complete results;
+    a results.json of an earlier run into the same directory is removed (linrec-report would
+    otherwise list it as this run's result)."""
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / FAILED_FILE).write_text(message.rstrip() + "\n")
+    (run_dir / RESULTS_FILE).unlink(missing_ok=True)
+    write_text_atomic(run_dir / FAILED_FILE, message.rstrip() + "\n")
 
 
 def environment_info() -> dict[str, Any]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from http.client import HTTPException
 from pathlib import Path
 
-from linrec.errors import DownloadError
+from linrec.errors import ConfigError, DownloadError
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +139,8 @@ def locate(
     Without the file and with `download=False`, raises DownloadError naming the URL, the exact
     cache path to place the file at, and `override_hint` (how to point linrec at a local copy).
     """
+    if not isinstance(download, bool):  # a string such as 'no' would be truthy
+        raise ConfigError(f"data.source.download must be true or false, got {download!r}")
     target = download_path(remote.filename, cache_dir)
     if download or target.exists():
         return fetch(remote.url, remote.sha256, remote.filename, cache_dir, hint=override_hint)

@@ -88,7 +88,7 @@ def apply_filters(inter: Interactions, cfg: Mapping[str, Any] | None) -> Interac
             inter,
             params["min_user_interactions"],
             params["min_item_interactions"],
-            iterative=bool(params["iterative"]),
+            iterative=params["iterative"],
         )
     return inter.compact()
 
@@ -107,8 +107,10 @@ def resolve_filter_config(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
             raise ConfigError(f"filters.{key} must be an integer >= 0, got {params[key]!r}")
         params[key] = int(value)
-    if params["min_rating"] is not None and not isinstance(params["min_rating"], (int, float)):
-        raise ConfigError(
-            f"filters.min_rating must be a number or null, got {params['min_rating']!r}"
-        )
+    min_rating = params["min_rating"]
+    if min_rating is not None and (isinstance(min_rating, bool)
+                                   or not isinstance(min_rating, (int, float))):
+        raise ConfigError(f"filters.min_rating must be a number or null, got {min_rating!r}")
+    if not isinstance(params["iterative"], bool):
+        raise ConfigError(f"filters.iterative must be true or false, got {params['iterative']!r}")
     return params

@@ -78,6 +78,8 @@ def prepare_data(cfg: Mapping[str, Any]) -> PreparedData:
 
     With cache: true (default) the result is read from / written to
     `cache_path(cfg)`; an unreadable or corrupt cache file is rebuilt."""
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"data must be a mapping with keys {list(DATA_KEYS)}, got {cfg!r}")
     config = {k: v for k, v in _plain(cfg).items() if k not in SHORTCUT_KEYS}
     unknown = sorted(set(config) - set(DATA_KEYS))
     if unknown:

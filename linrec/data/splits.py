@@ -472,8 +472,9 @@ def _check_order(order: str, allowed: tuple[str, ...], protocol: str) -> None:
 
 
 def _check_fraction(field_name: str, value: float, allow_zero: bool) -> None:
-    low_ok = value >= 0 if allow_zero else value > 0
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (low_ok and value < 1):
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    low_ok = is_number and (value >= 0 if allow_zero else value > 0)
+    if not (low_ok and value < 1):
         interval = "[0, 1)" if allow_zero else "(0, 1)"
         raise ConfigError(f"{field_name} must be in {interval}, got {value!r}")
 

@@ -27,10 +27,17 @@ from linrec.data.splits import EvalSet, Split
 from linrec.errors import ConfigError
 from linrec.eval.evaluator import evaluate_split
 from linrec.results import write_json_atomic
-from linrec.studies.common import build_from_config, fit_timed, write_table
+from linrec.studies.common import (
+    build_from_config,
+    check_study_fields,
+    fit_timed,
+    write_table,
+)
 
 log = logging.getLogger("linrec")
 TRAIN_ON = ("train", "train_and_foldin")
+STUDY_FIELDS = {"name": "str", "selection": "str", "report": "tuple[str, ...]", "models": "mapping"}
+FAMILY_FIELDS = ("model", "grid", "params", "train_on")
 
 
 def with_foldin_rows(split: Split) -> sp.csr_matrix:
@@ -81,7 +88,15 @@ def _evaluate(scorer, evalset: EvalSet, ks, metrics, seed: int, users_known: boo
 def run(config: dict[str, Any], run_dir: Path) -> float | None:
     from linrec.data.pipeline import prepare_data
 
-    study = config["study"]
+    study = check_study_fields(config["study"], STUDY_FIELDS, optional=("selection", "report"))
+    for label, family in study["models"].items():
+        if not isinstance(family, Mapping) or not isinstance(family.get("model"), str):
+            raise ConfigError(f"study.models.{label}={family!r} must be a mapping with a 'model'"
+                              " name (and optional grid, params, train_on)")
+        unknown = sorted(set(family) - set(FAMILY_FIELDS))
+        if unknown:
+            raise ConfigError(f"study.models.{label}: unknown field(s) {unknown}; allowed: "
+                              f"{list(FAMILY_FIELDS)}")
     seed = int(config.get("seed", 0))
     selection = study.get("selection", "ndcg@100")
     report = list(study.get("report", ["recall_trunc@20", "recall_trunc@50", "ndcg@100"]))

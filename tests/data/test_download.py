@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from linrec.data import download as dl
-from linrec.errors import DownloadError
+from linrec.errors import ConfigError, DownloadError
 
 PAYLOAD = bytes(range(256)) * 4096 + b"tail"  # 1 MiB + 4 bytes: more than one read chunk
 PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -162,6 +162,14 @@ def test_locate_without_download_says_where_to_put_the_file(tmp_path):
     assert remote.url in message
     assert str(tmp_path / "downloads" / "x.zip") in message
     assert "linrec data=x" in message and "data.source.download=true" in message
+
+
+def test_locate_rejects_a_non_boolean_download_flag(tmp_path):
+    """download='abc' from the command line used to be truthy and start a download."""
+    remote = dl.RemoteFile("https://example.org/x.zip", None, "x.zip")
+    with pytest.raises(ConfigError, match="data.source.download must be true or false, got 'no'"):
+        dl.locate(remote, download="no", dataset="x", override_hint="", cache_dir=tmp_path)
+    assert not (tmp_path / "downloads").exists()
 
 
 def test_locate_downloads_when_asked(served, tmp_path):

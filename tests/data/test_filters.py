@@ -140,6 +140,8 @@ def test_apply_filters_defaults_change_nothing():
         ({"min_user_interactions": -1}, "min_user_interactions must be an integer >= 0, got -1"),
         ({"min_item_interactions": 2.5}, "min_item_interactions must be an integer >= 0"),
         ({"min_rating": "high"}, "min_rating must be a number or null"),
+        ({"min_rating": True}, "min_rating must be a number or null"),  # bool is not a rating
+        ({"iterative": "no"}, "filters.iterative must be true or false, got 'no'"),  # was truthy
     ],
 )
 def test_apply_filters_config_errors(cfg, match):

@@ -241,6 +241,12 @@ def test_config_errors(linrec_data_home, fake_source, change, match):
         prepare_data({**base_cfg(), **change})
 
 
+@pytest.mark.parametrize("data_cfg", [None, "synthetic", [1, 2]])
+def test_data_config_must_be_a_mapping(linrec_data_home, data_cfg):
+    with pytest.raises(ConfigError, match="data must be a mapping"):
+        prepare_data(data_cfg)
+
+
 def test_predefined_source_needs_predefined_kind(linrec_data_home, monkeypatch):
     train = Interactions.from_raw(np.array([0, 1]), np.array([0, 1]))
     data = PredefinedSplitData(train, train, name="lightgcn")

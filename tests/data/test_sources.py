@@ -637,6 +637,23 @@ def test_synthetic_rejects_bad_parameters():
         synthetic.load(n_items=100, max_user_interactions=500)
 
 
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [  # these were TypeError/ValueError tracebacks from a command-line typo
+        ({"n_users": "abc"}, r"data.source.n_users='abc' must be an integer"),
+        ({"rank": 2.5}, r"data.source.rank=2.5 must be an integer"),
+        ({"seed": "x"}, r"data.source.seed='x' must be an integer"),
+        ({"seed": -1}, r"data.source.seed=-1 is out of range"),
+        ({"max_user_interactions": "abc"}, r"data.source.max_user_interactions='abc' must be"),
+        ({"mean_user_interactions": "abc"}, r"mean_user_interactions='abc' must be a finite"),
+        ({"preference_strength": float("nan")}, r"preference_strength=nan must be a finite"),
+    ],
+)
+def test_synthetic_rejects_mistyped_parameters(params, match):
+    with pytest.raises(ConfigError, match=match):
+        synthetic.load(**params)
+
+
 def test_synthetic_has_learnable_structure():
     """Brute-force EASE (closed form, lambda=100) beats MostPopular by a wide margin on a
     random leave-one-out split: the low-rank preferences carry signal beyond popularity."""

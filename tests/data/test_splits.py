@@ -256,6 +256,9 @@ def test_holdout_is_seeded_and_single_item_users_stay_in_train():
         ({"valid_fraction": -0.1}, r"split.valid_fraction must be in \[0, 1\), got -0.1"),
         ({"test_fraction": 0.6, "valid_fraction": 0.4}, "must be < 1"),
         ({"order": "latest"}, r"split.order must be one of \['random', 'temporal'\]"),
+        # mistyped fractions were a TypeError traceback
+        ({"test_fraction": "abc"}, r"split.test_fraction must be in \(0, 1\), got 'abc'"),
+        ({"valid_fraction": True}, r"split.valid_fraction must be in \[0, 1\), got True"),
     ],
 )
 def test_holdout_config_errors(kwargs, match):
@@ -343,6 +346,8 @@ def test_strong_generalization_defaults_and_seed():
         ({"n_valid_users": -1, "n_test_users": 10}, "split.n_valid_users must be an integer >= 0"),
         ({"n_valid_users": 1, "n_test_users": 0}, "split.n_test_users must be an integer >= 1"),
         ({"n_valid_users": 1, "n_test_users": 1, "test_prop": 1.5}, "split.test_prop"),
+        ({"n_valid_users": 1, "n_test_users": 1, "test_prop": "abc"},
+         r"split.test_prop must be in \(0, 1\), got 'abc'"),
     ],
 )
 def test_strong_generalization_config_errors(kwargs, match):

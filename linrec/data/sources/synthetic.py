@@ -11,6 +11,8 @@ Sampling without replacement is the Gumbel-top-k trick: the k_u largest log w_ui
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from linrec.data.interactions import Interactions
@@ -36,6 +38,14 @@ def load(
     """Generate the dataset (see the module docstring). Timestamps are seeded uniform times over
     three years; values are None (implicit feedback). max_user_interactions defaults to
     n_items // 4. Items never picked drop out of the vocabulary."""
+    _check_types({"n_users": n_users, "n_items": n_items, "rank": rank, "seed": seed,
+                  "min_user_interactions": min_user_interactions,
+                  "max_user_interactions": max_user_interactions},
+                 {"mean_user_interactions": mean_user_interactions,
+                  "activity_sigma": activity_sigma, "popularity_exponent": popularity_exponent,
+                  "preference_strength": preference_strength})
+    if seed < 0:
+        raise ConfigError(f"data.source.seed={seed} is out of range; allowed: >= 0")
     max_user_interactions = max_user_interactions or max(min_user_interactions, n_items // 4)
     _check(n_users, n_items, rank, mean_user_interactions, activity_sigma,
            min_user_interactions, max_user_interactions)
@@ -88,6 +98,20 @@ def _gumbel_top_k(
     keep = np.arange(k_max) < counts[:, None]
     rows = np.broadcast_to(np.arange(len(counts))[:, None], top.shape)
     return top[keep].astype(np.int64), rows[keep].astype(np.int64)
+
+
+def _check_types(integers: dict[str, Any], numbers: dict[str, Any]) -> None:
+    """ConfigError unless every `integers` value is an int (max_user_interactions may be None)
+    and every `numbers` value a finite int or float (bools are neither)."""
+    for field, value in integers.items():
+        if field == "max_user_interactions" and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ConfigError(f"data.source.{field}={value!r} must be an integer")
+    for field, value in numbers.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not np.isfinite(value):
+            raise ConfigError(f"data.source.{field}={value!r} must be a finite number")
 
 
 def _check(
