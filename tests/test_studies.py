@@ -87,3 +87,72 @@ def record_data_config(cfg):
     from omegaconf import OmegaConf
 
     return OmegaConf.to_container(cfg.data, resolve=True)
+
+
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        ("study.repeats=abc", r"study.repeats='abc' must be of type int"),
+        ("study.sample_sizes=[abc]", r"study.sample_sizes='abc' must be of type int"),
+        ("~study.k_max", r"study: missing field\(s\) \['k_max'\]"),
+        ("+study.repeat=5", r"study: unknown field\(s\) \['repeat'\]"),
+        ("study.models.ease=3", r"study.models.ease=3 must be a mapping with a 'name'"),
+        ("study.mappings=[linear,nope]", r"study.mappings: 'nope' is unknown"),
+        ("study.mappings=[beta@x]", r"study.mappings: 'beta@x' is unknown"),
+        ("study.mappings=[beta]", r"study.mappings: 'beta' is unknown"),
+        ("study.models.ease.lam=-1.0", r"lam"),
+    ],
+)
+def test_sampling_study_config_errors_come_before_any_fit(tmp_path, monkeypatch, override, match):
+    """Mistyped study fields were TypeError/KeyError tracebacks, and a bad mapping or model
+    parameter surfaced only after every model had been fitted and sampled."""
+    from linrec.errors import ConfigError
+    from linrec.models import MostPopular
+
+    def no_fit(self, *args, **kwargs):
+        raise AssertionError("a model was fitted before the config error")
+
+    monkeypatch.setattr(MostPopular, "fit", no_fit)
+    cfg = compose_config(
+        "experiment=sampling_study", *SMALL_DATA, "quiet=true", "~study.models",
+        "+study.models={pop: {name: most_popular}, ease: {name: ease, lam: 50.0}}", override,
+    )
+    with pytest.raises(ConfigError, match=match):
+        run(cfg, run_dir=tmp_path / "run")
+
+
+def test_linear_models_family_must_name_its_model(tmp_path):
+    from linrec.errors import ConfigError
+
+    cfg = compose_config(
+        "experiment=linear_models", "data=synthetic", *SMALL_DATA, "quiet=true",
+        "~study.models", "+study.models={ease: {grid: {lam: [5.0]}}}",
+    )
+    with pytest.raises(ConfigError, match=r"study.models.ease=.* must be a mapping with a 'model'"):
+        run(cfg, run_dir=tmp_path / "run")
+
+
+@pytest.mark.parametrize(("replace", "scheme"), [(True, "binomial"), (False, "hypergeometric")])
+def test_sampling_study_estimators_assume_the_sampling_scheme(tmp_path, monkeypatch, replace,
+                                                               scheme):
+    """study.replace=false draws without replacement; the estimators used to assume the
+    binomial law regardless (spec §2.2: hypergeometric)."""
+    import linrec.studies.sampling_study as study_module
+
+    seen = []
+    real = study_module.estimate_samples
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["scheme"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(study_module, "estimate_samples", spy)
+    cfg = compose_config(
+        "experiment=sampling_study", *SMALL_DATA, "quiet=true", "~study.models",
+        "+study.models={pop: {name: most_popular}}", "study.sample_sizes=[20]",
+        "study.adaptive_n0=10", "study.adaptive_n_max=40", "study.repeats=2",
+        "study.estimators=[naive,mle]", "study.mappings=[linear]", "study.k_max=10",
+        "study.winner_ks=[5]", "study.mapping_ks=[1,5]", f"study.replace={str(replace).lower()}",
+    )
+    run(cfg, run_dir=tmp_path / "run")
+    assert len(seen) == 2 and set(seen) == {scheme}  # one call for n=20, one for adaptive

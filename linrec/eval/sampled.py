@@ -20,7 +20,7 @@ from threadpoolctl import threadpool_limits
 
 from linrec.config import SampledConfig
 from linrec.data.splits import EvalSet
-from linrec.eval.estimators import estimate
+from linrec.eval.estimators import estimate, estimate_repeats
 from linrec.eval.estimators.report import average_relative_error
 from linrec.eval.expected import global_rank_distribution
 from linrec.eval.metrics import curve
@@ -49,33 +49,75 @@ def canonical_global_ranks(table: RankTable, evalset: EvalSet) -> np.ndarray:
     return np.asarray(table.ranks)[canonical_order(table, evalset)]
 
 
+def sampling_scheme(replace: bool) -> str:
+    """The law of the sampled rank the estimators assume: binomial with replacement,
+    hypergeometric without (spec §2.1, §2.2)."""
+    return "binomial" if replace else "hypergeometric"
+
+
 def estimate_sharing_priors(name: str, ranks: np.ndarray, n_items: int, sample_size,
-                             priors: dict[str, np.ndarray]) -> np.ndarray:
+                             priors: dict[str, np.ndarray], scheme: str = "binomial"
+                             ) -> np.ndarray:
     """p_hat of estimator `name`; the MLE/MES of the same sample is computed once and reused both
     as the `mle`/`mes` estimate and as the prior of bv_mle, mn_mle, bv_mes, mn_mes (identical to
-    their own per-run prior, spec §7)."""
+    their own per-run prior, spec §7). scheme: `sampling_scheme(replace)` of the sample."""
     base, _, prior_name = name.partition("_")
+    common = {"n_items": n_items, "sample_size": sample_size, "scheme": scheme}
+    if name in priors:  # already estimated for this sample (e.g. the batched MLE)
+        return priors[name]
     if name in PRIOR_VARIANTS:
         if prior_name not in priors:
-            priors[prior_name] = estimate(prior_name, ranks, n_items=n_items,
-                                          sample_size=sample_size).p_hat
-        return estimate(base, ranks, n_items=n_items, sample_size=sample_size,
-                        prior=priors[prior_name]).p_hat
-    p_hat = estimate(name, ranks, n_items=n_items, sample_size=sample_size).p_hat
+            priors[prior_name] = estimate(prior_name, ranks, **common).p_hat
+        return estimate(base, ranks, **common, prior=priors[prior_name]).p_hat
+    p_hat = estimate(name, ranks, **common).p_hat
     if name in ("mle", "mes"):
         priors[name] = p_hat
     return p_hat
 
 
-def _estimate_sample(names, ranks, sizes, n_items: int, k_max: int, metrics):
-    """{estimator: ({metric: T@1..k_max}, seconds)} for one sample of sampled ranks."""
-    priors: dict[str, np.ndarray] = {}  # this sample's MLE/MES, shared as priors
-    out = {}
-    for name in names:
+def estimate_samples(names, samples, *, n_items: int, scheme: str = "binomial"
+                     ) -> tuple[dict[str, list[np.ndarray]], dict[str, float]]:
+    """p_hat of every estimator in `names` for every sample [(sampled ranks, sample size)]
+    (e.g. the repeats of a run), and the seconds spent per estimator.
+
+    The MLE of all samples runs as one batched EM (`estimate_repeats`) and is shared as the prior
+    of bv_mle / mn_mle; adaptive_mle (samples of per-target sizes) is batched too; the other
+    estimators run per sample, samples in parallel with single-threaded BLAS (the outer limit also
+    keeps the estimators' own nested limits from leaking). Every p_hat equals a one-sample
+    `estimate` call (to rounding)."""
+    seconds = dict.fromkeys(names, 0.0)
+    p_hats: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    priors: list[dict[str, np.ndarray]] = [{} for _ in samples]
+    for name in (n for n in names if n in ADAPTIVE_ESTIMATORS):
         t0 = time.perf_counter()
-        p_hat = estimate_sharing_priors(name, ranks, n_items, sizes, priors)
-        out[name] = ({m: curve(p_hat, m, k_max) for m in metrics}, time.perf_counter() - t0)
-    return out
+        p_hats[name] = estimate_repeats(name, samples, n_items=n_items, scheme=scheme)
+        seconds[name] += time.perf_counter() - t0
+    users_of_mle = [n for n in names if n == "mle" or n in ("bv_mle", "mn_mle")]
+    if users_of_mle and samples:
+        t0 = time.perf_counter()
+        hats = estimate_repeats("mle", samples, n_items=n_items, scheme=scheme)
+        for prior, p_hat in zip(priors, hats, strict=True):
+            prior["mle"] = p_hat
+        seconds[users_of_mle[0]] += time.perf_counter() - t0
+    per_sample = [n for n in names if n not in ADAPTIVE_ESTIMATORS]
+
+    def one_sample(task) -> dict[str, tuple[np.ndarray, float]]:
+        (ranks, size), prior = task
+        out = {}
+        for name in per_sample:
+            t0 = time.perf_counter()
+            out[name] = (estimate_sharing_priors(name, ranks, n_items, size, prior, scheme),
+                         time.perf_counter() - t0)
+        return out
+
+    if per_sample and samples:
+        workers = max(1, min(len(samples), len(os.sched_getaffinity(0))))
+        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+            for result in pool.map(one_sample, zip(samples, priors, strict=True)):
+                for name, (p_hat, elapsed) in result.items():
+                    p_hats[name].append(p_hat)
+                    seconds[name] += elapsed
+    return p_hats, seconds
 
 
 class SampledEvaluation:
@@ -109,11 +151,16 @@ class SampledEvaluation:
 
     def _estimator_catalogue(self, n_candidates: np.ndarray) -> tuple[int, bool]:
         """(N the estimators assume, whether it is approximate). all_but_target: n_items exactly.
-        non_interacted: each target's pool is its own N_u; estimators take one N, so use the
-        mean N_u and flag it approximate (spec §13 pitfall 13)."""
-        if self.cfg.pool != "non_interacted":
+        non_interacted and given (NCF negatives): each target's pool is its own N_u; estimators
+        take one N, so use the mean N_u and flag it approximate (spec §13 pitfall 13)."""
+        if self.cfg.pool == "all_but_target":
             return self.n_items, False
         return int(round(float(np.mean(n_candidates)))), True
+
+    def _scheme(self) -> str:
+        """The law the estimators assume; the dataset's given negatives (NCF) are distinct
+        items, i.e. drawn without replacement."""
+        return "hypergeometric" if self.cfg.pool == "given" else sampling_scheme(self.cfg.replace)
 
     def _adaptive_sets(self, global_ranks: np.ndarray, n_items: int):
         """(sampled ranks, per-target sample sizes) of each repeat's adaptive sample."""
@@ -160,27 +207,21 @@ class SampledEvaluation:
             "estimators": {},
             "timings": {},
         }
-        adaptive = [e for e in cfg.estimators if e in ADAPTIVE_ESTIMATORS]
+        scheme = self._scheme()
         fixed = [e for e in cfg.estimators if e not in ADAPTIVE_ESTIMATORS]
-        tasks = [(fixed, ranks, sizes) for ranks, sizes in self._fixed_sets()] if fixed else []
+        adaptive = [e for e in cfg.estimators if e in ADAPTIVE_ESTIMATORS]
+        p_hats, seconds = estimate_samples(fixed, list(self._fixed_sets()) if fixed else [],
+                                           n_items=n_items, scheme=scheme)
         if adaptive:
-            tasks += [(adaptive, r, s) for r, s in self._adaptive_sets(global_ranks, n_items)]
-        # repeats are independent: run them on all cores, BLAS single-threaded inside (the
-        # outer limit also keeps the estimators' own nested limits from leaking)
-        workers = max(1, min(len(tasks), os.cpu_count() or 1))
-        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
-            results = list(pool.map(lambda task: _estimate_sample(*task, n_items, k_max,
-                                                                  cfg.metrics), tasks))
-        values = {name: {m: [] for m in cfg.metrics} for name in cfg.estimators}
-        seconds = dict.fromkeys(cfg.estimators, 0.0)
-        for result in results:
-            for name, (curves, elapsed) in result.items():
-                for m in cfg.metrics:
-                    values[name][m].append(curves[m])
-                seconds[name] += elapsed
+            more, more_seconds = estimate_samples(
+                adaptive, list(self._adaptive_sets(global_ranks, n_items)), n_items=n_items,
+                scheme=scheme)
+            p_hats.update(more)
+            seconds.update(more_seconds)
         for name in cfg.estimators:
-            out["estimators"][name] = self._summarise(values[name], exact_curves, ks)
-        out["timings"] = seconds  # summed over repeats (they run in parallel)
+            values = {m: [curve(p, m, k_max) for p in p_hats[name]] for m in cfg.metrics}
+            out["estimators"][name] = self._summarise(values, exact_curves, ks)
+        out["timings"] = seconds  # per estimator, summed over the repeats
         return out
 
     @staticmethod

@@ -22,20 +22,43 @@ from linrec.eval.estimators.report import average_relative_error, winner_accurac
 from linrec.eval.evaluator import evaluate_split
 from linrec.eval.expected import global_rank_distribution
 from linrec.eval.metrics import curve
-from linrec.eval.sampled import canonical_global_ranks, estimate_sharing_priors
+from linrec.eval.sampled import (
+    canonical_global_ranks,
+    estimate_samples,
+    sampling_scheme,
+)
 from linrec.eval.sampling import simulate_adaptive_ranks, simulate_sampled_ranks
 from linrec.results import write_json_atomic
-from linrec.studies.common import build_from_config, fit_timed, write_table
+from linrec.studies.common import (
+    build_from_config,
+    check_study_fields,
+    fit_timed,
+    write_table,
+)
 
 log = logging.getLogger("linrec")
+INTS, STRS = "tuple[int, ...]", "tuple[str, ...]"
+STUDY_FIELDS = {
+    "name": "str", "models": "mapping", "sample_sizes": INTS, "adaptive": "bool",
+    "adaptive_n0": "int", "adaptive_n_max": "int", "replace": "bool", "repeats": "int",
+    "estimators": STRS, "adaptive_estimators": STRS, "metrics": STRS, "k_max": "int",
+    "winner_ks": INTS, "mappings": STRS, "mapping_ks": INTS,
+}
+MAPPING_KINDS = ("linear", "bound", "beta", "beta_p")
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _mapping(spec: str, n_items: int, sample_size: int, sampled_ranks: np.ndarray) -> np.ndarray:
     """'linear' | 'bound' | 'beta@0.5' | 'beta_p' -> f(1..n)."""
     kind, _, a = spec.partition("@")
     if kind == "beta":
-        if not a:
-            raise ConfigError(f"study.mappings: {spec!r} needs a parameter, e.g. 'beta@0.5'")
         return mapping_function("beta", n_items, sample_size, a=float(a))
     if kind == "beta_p":
         return mapping_function("beta_p", n_items, sample_size, sampled_ranks=sampled_ranks)
@@ -58,22 +81,33 @@ def _settings(study: dict[str, Any], n_items: int) -> list[tuple[str, int | None
 def run(config: dict[str, Any], run_dir: Path) -> None:
     from linrec.data.pipeline import prepare_data
 
-    study = config["study"]
+    study = check_study_fields(config["study"], STUDY_FIELDS, optional=("adaptive", "replace"))
+    for name in ("repeats", "k_max", "adaptive_n0", "adaptive_n_max"):
+        if study[name] < 1:
+            raise ConfigError(f"study.{name}={study[name]} must be >= 1")
+    for spec in study["mappings"]:  # fail before fitting anything
+        kind, _, a = spec.partition("@")
+        if kind not in MAPPING_KINDS or (kind == "beta") != bool(a) or not _is_float(a or "0"):
+            raise ConfigError(f"study.mappings: {spec!r} is unknown; allowed: "
+                              "linear, bound, beta@<a> (a number), beta_p")
     seed = int(config.get("seed", 0))
-    metrics, k_max = list(study["metrics"]), int(study["k_max"])
-    repeats, replace = int(study["repeats"]), bool(study.get("replace", True))
+    metrics, k_max = list(study["metrics"]), study["k_max"]
+    repeats, replace = study["repeats"], study.get("replace", True)
     prepared = prepare_data(config["data"])
     split, evalset = prepared.split, prepared.split.test
     n_items = split.n_items
     k_max = min(k_max, n_items)
     tables = run_dir / "tables"
+    settings = _settings(study, n_items)
 
     # 1. every model once: global ranks of the test targets (canonical target order)
     ranks: dict[str, np.ndarray] = {}
     exact: dict[str, dict[str, np.ndarray]] = {}
     fit_seconds: dict[str, float] = {}
-    for label, model_cfg in study["models"].items():
-        model = build_from_config(model_cfg, label)
+    models = {label: build_from_config(model_cfg, label)  # every model checked before a fit
+              for label, model_cfg in study["models"].items()}
+    for label in list(models):
+        model = models.pop(label)  # a fitted model is dropped once its ranks are computed
         fit_seconds[label] = fit_timed(model, split.train, label)
         result = evaluate_split(model, evalset, ks=[k_max], metrics=["recall"], seed=seed,
                                 users_known=not split.strong)
@@ -83,31 +117,29 @@ def run(config: dict[str, Any], run_dir: Path) -> None:
     labels = list(ranks)
 
     # 2. sampled repeats per setting, common random numbers across models
-    settings = _settings(study, n_items)
     estimates: dict[tuple[str, str, str, str], np.ndarray] = {}  # (setting, est, model, metric)
     first_samples: dict[tuple[str, str], np.ndarray] = {}
     for setting, sample_size in settings:
         names = study["adaptive_estimators"] if sample_size is None else study["estimators"]
         for label in labels:
-            curves = {(e, m): np.empty((repeats, k_max)) for e in names for m in metrics}
+            samples = []
             for repeat in range(repeats):
                 rng = np.random.default_rng([seed, repeat, sample_size or 0])
                 if sample_size is None:
                     adaptive = simulate_adaptive_ranks(
                         ranks[label], n_items, rng=rng, n0=study["adaptive_n0"],
                         n_max=study["adaptive_n_max"], replace=replace)
-                    sampled, sizes = adaptive.sampled_ranks, adaptive.sample_sizes
+                    samples.append((adaptive.sampled_ranks, adaptive.sample_sizes))
                 else:
-                    sampled = simulate_sampled_ranks(ranks[label], n_items, sample_size,
-                                                     replace=replace, rng=rng)
-                    sizes = sample_size
-                    if repeat == 0:
-                        first_samples[(setting, label)] = sampled
-                priors: dict[str, np.ndarray] = {}
-                for name in names:
-                    p_hat = estimate_sharing_priors(name, sampled, n_items, sizes, priors)
-                    for m in metrics:
-                        curves[(name, m)][repeat] = curve(p_hat, m, k_max)
+                    samples.append((simulate_sampled_ranks(ranks[label], n_items, sample_size,
+                                                           replace=replace, rng=rng),
+                                    sample_size))
+            if sample_size is not None:
+                first_samples[(setting, label)] = samples[0][0]
+            p_hats, _ = estimate_samples(names, samples, n_items=n_items,
+                                         scheme=sampling_scheme(replace))
+            curves = {(e, m): np.stack([curve(p, m, k_max) for p in p_hats[e]])
+                      for e in names for m in metrics}
             for (name, m), values in curves.items():
                 estimates[(setting, name, label, m)] = values
         log.info("sampling study: %s done", setting)

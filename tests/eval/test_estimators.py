@@ -1,6 +1,9 @@
 """The linear (closed-form) estimators and the estimate() entry point (spec/evaluation.md §5, §7,
 §14.1 V11–V13)."""
 
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 from scipy import optimize, stats
@@ -8,6 +11,7 @@ from scipy import optimize, stats
 from linrec.errors import ConfigError
 from linrec.eval.conditional import conditional_matrix
 from linrec.eval.estimators import ESTIMATORS, estimate, pooled_prior
+from linrec.eval.estimators.base import solve_symmetric
 from linrec.eval.estimators.corrected import bv_objective
 from linrec.eval.estimators.mn import mn_objective
 from linrec.eval.metrics import curve, rank_gain
@@ -316,3 +320,39 @@ def test_binomial_pmf_used_by_estimators_matches_scipy():
 
     row = conditional_operator(400, 20)[123]
     np.testing.assert_allclose(row, stats.binom.pmf(np.arange(20), 19, 123 / 399), rtol=1e-10)
+
+
+def _ill_and_well_conditioned(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    ill = (q * np.r_[np.ones(n - 1), 1e-19]) @ q.T  # rcond ~ 1e-19 < eps
+    well = (q * np.linspace(1.0, 2.0, n)) @ q.T
+    return (ill + ill.T) / 2, (well + well.T) / 2, rng.normal(size=n)
+
+
+def test_solve_symmetric_falls_back_below_machine_precision_without_warning_filters(monkeypatch):
+    """Regression: solve_symmetric switched warnings filters (`warnings.catch_warnings`, not
+    thread-safe); under the sampled block's threads that leaked a process-wide 'error' filter for
+    LinAlgWarning and let an ill-conditioned solve through at random. It must decide from LAPACK's
+    condition estimate alone."""
+    ill, well, rhs = _ill_and_well_conditioned()
+    x, method = solve_symmetric(well, rhs)
+    assert method == "solve(sym)"
+    np.testing.assert_allclose(x, np.linalg.solve(well, rhs), rtol=1e-12)
+    x, method = solve_symmetric(ill, rhs)
+    assert method == "lstsq"
+    np.testing.assert_allclose(x, np.linalg.lstsq(ill, rhs, rcond=None)[0], rtol=1e-6, atol=1e-9)
+    assert solve_symmetric(np.zeros((3, 3)), np.ones(3))[1] == "lstsq"
+
+    before = list(warnings.filters)
+    with ThreadPoolExecutor(4) as pool:
+        methods = list(pool.map(lambda _: (solve_symmetric(ill, rhs)[1],
+                                           solve_symmetric(well, rhs)[1]), range(400)))
+    assert set(methods) == {("lstsq", "solve(sym)")}
+    assert list(warnings.filters) == before
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("warnings.catch_warnings is not thread-safe")
+
+    monkeypatch.setattr(warnings, "catch_warnings", forbidden)
+    assert solve_symmetric(ill, rhs)[1] == "lstsq"

@@ -12,7 +12,9 @@ import scipy.sparse as sp
 
 from linrec.config import AdaptiveConfig, SampledConfig
 from linrec.data.splits import EvalSet
+from linrec.eval.estimators import estimate
 from linrec.eval.evaluator import evaluate_split
+from linrec.eval.metrics import curve
 from linrec.eval.ranks import tie_break_keys
 from linrec.eval.sampled import SampledEvaluation
 from linrec.eval.sampling import canonical_targets, draw_negatives
@@ -201,3 +203,63 @@ def test_non_interacted_pool_flags_approximate_catalogue(setup) -> None:
         np.testing.assert_array_equal(ranks[repeat], want)
     _, default = _run(_config(estimators=("naive",)), evalset, model)
     assert default["protocol"]["n_items_approximate"] is False
+
+
+def test_sampling_without_replacement_uses_the_hypergeometric_law(setup) -> None:
+    """replace=False draws each sample set without replacement, so the estimators must assume
+    the hypergeometric P(r|R) (spec §2.2), not the binomial one (regression: the block always
+    used the binomial law)."""
+    evalset, model = setup
+    cfg = _config(replace=False, estimators=("mle", "bv", "adaptive_mle"))
+    sampled, block = _run(cfg, evalset, model)
+    ranks = sampled.hooks()[0].result()
+    assert math.isfinite(block["estimators"]["adaptive_mle"]["metrics"]["recall@5"]["mean"])
+    for name in ("mle", "bv"):
+        per_scheme = {}
+        for scheme in ("hypergeometric", "binomial"):
+            per_scheme[scheme] = np.mean([
+                curve(estimate(name, ranks[rep], n_items=N_ITEMS, sample_size=cfg.sample_size,
+                               scheme=scheme).p_hat, "recall", 5)[4]
+                for rep in range(cfg.repeats)])
+        got = block["estimators"][name]["metrics"]["recall@5"]["mean"]
+        assert got == pytest.approx(per_scheme["hypergeometric"], rel=1e-9)
+        assert abs(per_scheme["binomial"] - per_scheme["hypergeometric"]) > 1e-3
+
+
+def test_parallel_repeats_equal_sequential_estimates(setup) -> None:
+    """Repeats run on a thread pool with shared cached P(r|R) operators and Gram matrices, and the
+    per-run MLE/MES is shared as the prior of bv_/mn_ variants: every estimator's mean must equal
+    a plain sequential `estimate` call per repeat (its own per-run prior included)."""
+    evalset, model = setup
+    names = ("bv_mle", "naive", "unbiased_rank", "ls", "bv", "mle", "weighted_mle", "mes", "mn",
+             "mn_mle", "bv_mes", "mn_mes")
+    cfg = _config(estimators=names, repeats=6)
+    sampled, block = _run(cfg, evalset, model)
+    ranks = sampled.hooks()[0].result()
+    for name in names:
+        want = np.mean([curve(estimate(name, ranks[rep], n_items=N_ITEMS,
+                                       sample_size=cfg.sample_size).p_hat, "ndcg", 10)[9]
+                        for rep in range(cfg.repeats)])
+        got = block["estimators"][name]["metrics"]["ndcg@10"]["mean"]
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12), name
+
+
+def test_given_negatives_pool_is_hypergeometric_over_the_mean_pool(setup) -> None:
+    """pool="given" (NCF): the dataset's negatives are distinct non-interacted items, so the
+    estimators assume N = round(mean N_u) (flagged approximate) and the hypergeometric law."""
+    evalset, model = setup
+    rng = np.random.default_rng(5)
+    excluded = (evalset.foldin + evalset.targets).toarray() > 0
+    negatives = np.stack([rng.choice(np.flatnonzero(~row), 7, replace=False) for row in excluded])
+    given = EvalSet(evalset.users, evalset.foldin, evalset.targets, negatives)
+    cfg = _config(pool="given", repeats=1, estimators=("mle",), sample_size=8)
+    sampled, block = _run(cfg, given, model)
+    _, n_candidates, _ = _brute_force_order(given, model.scores)
+    protocol = block["protocol"]
+    assert protocol["n_items_approximate"] is True
+    assert protocol["n_items"] == round(float(np.mean(n_candidates)))
+    ranks = sampled.hooks()[0].result()[0]
+    want = estimate("mle", ranks, n_items=protocol["n_items"], sample_size=8,
+                    scheme="hypergeometric").p_hat
+    assert block["estimators"]["mle"]["metrics"]["recall@5"]["mean"] == pytest.approx(
+        curve(want, "recall", 5)[4], rel=1e-9)

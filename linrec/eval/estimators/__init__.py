@@ -226,4 +226,42 @@ def estimate(
     return runner(_Run(name, ranks, int(n_items), size, scheme), **params)
 
 
-__all__ = ["ESTIMATORS", "EstimateResult", "estimate", "pooled_prior"]
+#: estimators that `estimate_repeats` runs as one batched EM over all samples
+BATCHED = ("mle", "adaptive_mle")
+
+
+def estimate_repeats(
+    name: str,
+    samples: Sequence[tuple[np.ndarray, int | np.ndarray]],
+    *,
+    n_items: int,
+    scheme: str = "binomial",
+) -> list[np.ndarray]:
+    """p_hat of estimator `name` (default parameters) for each of several independent samples
+    [(sampled_ranks, sample_size)], e.g. the repeats of a run. `mle` and `adaptive_mle` run one
+    EM over all samples, streaming P(r|R) once per iteration for all of them (the estimates equal
+    the one-sample ones to rounding); other names call `estimate` per sample."""
+    if name not in BATCHED or not samples:
+        return [estimate(name, ranks, n_items=n_items, sample_size=size, scheme=scheme).p_hat
+                for ranks, size in samples]
+    for ranks, size in samples:  # the same validation as one-sample calls
+        if name == "mle":
+            check_sampled_ranks(ranks, common_sample_size(size, name))
+        else:
+            check_sampled_ranks(ranks, np.broadcast_to(np.asarray(size), np.shape(ranks)))
+    if name == "adaptive_mle":
+        p_hat = adaptive.adaptive_mle_repeats(
+            [(r, np.broadcast_to(np.asarray(n), np.shape(r))) for r, n in samples],
+            int(n_items), scheme)
+    else:
+        size = common_sample_size(samples[0][1], name)
+        if any(common_sample_size(n, name) != size for _, n in samples):
+            raise ConfigError("estimate_repeats('mle'): every sample needs the same sample_size")
+        histograms = np.stack([rank_histogram(np.asarray(r), size) for r, _ in samples], axis=1)
+        cond = conditional_operator(int(n_items), size, scheme)
+        p_hat = rankdist.mle(cond, histograms)[0]
+    return list(p_hat.T)
+
+
+__all__ = ["BATCHED", "ESTIMATORS", "EstimateResult", "estimate", "estimate_repeats",
+           "pooled_prior"]

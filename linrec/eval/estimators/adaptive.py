@@ -70,6 +70,36 @@ def adaptive_mle(
     if likelihood not in LIKELIHOODS:
         raise ConfigError(f"likelihood={likelihood!r} must be one of {LIKELIHOODS}")
     sizes, ranks, freq = observation_cells(np.asarray(sampled_ranks), np.asarray(sample_sizes))
+    columns = _cell_columns(sizes, ranks, n_items, scheme, likelihood, initial_size)
+    start = initial_distribution(init, n_items)
+    p_hat, trace, iterations = em_mixture(columns, freq, check_iterations(n_iter), start, tol)
+    return p_hat, trace, iterations, int(sizes.size)
+
+
+def adaptive_mle_repeats(
+    samples: list[tuple[np.ndarray, np.ndarray]], n_items: int, scheme: str = "binomial",
+    n_iter: int = 50, likelihood: str = "paper",
+) -> np.ndarray:
+    """`adaptive_mle` (uniform start, no early stop) of B independent samples [(ranks, sizes)]
+    in one batched EM over the union of their (n, r) cells: p_hat (N, B). Each sample's cells
+    outside its own get weight 0, so every column equals its single-sample estimate."""
+    if likelihood not in LIKELIHOODS:
+        raise ConfigError(f"likelihood={likelihood!r} must be one of {LIKELIHOODS}")
+    cells = [observation_cells(np.asarray(r), np.asarray(n)) for r, n in samples]
+    width = max(int(c[1].max()) for c in cells) + 1
+    codes = [c[0] * width + c[1] for c in cells]
+    union = np.unique(np.concatenate(codes))
+    weights = np.zeros((union.size, len(samples)))
+    for b, (code, cell) in enumerate(zip(codes, cells, strict=True)):
+        weights[np.searchsorted(union, code), b] = cell[2]
+    columns = _cell_columns(union // width, union % width, n_items, scheme, likelihood, None)
+    start = np.full((n_items, len(samples)), 1.0 / n_items)
+    return em_mixture(columns, weights, check_iterations(n_iter), start)[0]
+
+
+def _cell_columns(sizes: np.ndarray, ranks: np.ndarray, n_items: int, scheme: str,
+                  likelihood: str, initial_size: int | None) -> np.ndarray:
+    """Likelihood columns P(r | R; n), (N, J), of the (n, r) cells (spec §8.3)."""
     columns = np.empty((n_items, sizes.size))
     for size in np.unique(sizes):
         at_level = np.flatnonzero(sizes == size)
@@ -79,6 +109,4 @@ def adaptive_mle(
             raise ConfigError("likelihood='nested' is derived for scheme='binomial' only")
         first = int(sizes.min()) if initial_size is None else int(initial_size)
         columns *= np.exp(nested_log_factor(sizes, ranks, first))[None, :]
-    start = initial_distribution(init, n_items)
-    p_hat, trace, iterations = em_mixture(columns, freq, check_iterations(n_iter), start, tol)
-    return p_hat, trace, iterations, int(sizes.size)
+    return columns

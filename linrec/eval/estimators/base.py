@@ -3,7 +3,6 @@ histogram and the linear algebra every estimator reuses (spec/evaluation.md §5.
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
+from scipy.linalg import lapack
 from scipy.linalg.blas import dsyrk
 
 from linrec.errors import ConfigError
@@ -176,14 +176,23 @@ def column_sums(cond: ConditionalOp) -> np.ndarray:
 
 def solve_symmetric(matrix: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, str]:
     """Solve a symmetric system in float64 (spec §13 pitfall 4), falling back to least squares when
-    the matrix is singular or numerically so (spec §13 pitfall 5). Returns (solution, method)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", scipy.linalg.LinAlgWarning)
-            return scipy.linalg.solve(matrix, rhs, assume_a="sym"), "solve(sym)"
-    except (np.linalg.LinAlgError, scipy.linalg.LinAlgError, scipy.linalg.LinAlgWarning):
-        solution = scipy.linalg.lstsq(matrix, rhs, cond=None, lapack_driver="gelsd")[0]
-        return solution, "lstsq"
+    the matrix is singular or numerically so (spec §13 pitfall 5). Returns (solution, method).
+
+    LAPACK ?sysv (Bunch–Kaufman, as scipy.linalg.solve(assume_a="sym")) and ?sycon directly: the
+    fallback is taken when the reciprocal condition number is below the machine precision, the
+    threshold at which scipy warns. No warnings filter is touched: `warnings.catch_warnings` is not
+    thread-safe, and the estimators run in threads (linrec.eval.sampled)."""
+    a = np.asarray(matrix, dtype=np.float64)
+    b = np.asarray(rhs, dtype=np.float64)
+    b2 = b.reshape(len(b), -1)
+    lwork = int(lapack.dsysv_lwork(a.shape[0])[0])
+    factor, pivots, solution, info = lapack.dsysv(a, b2, lwork=max(lwork, 1))
+    if info == 0:
+        rcond, info = lapack.dsycon(factor, pivots, lapack.dlange("1", a))
+        if info == 0 and rcond >= lapack.dlamch("E"):  # NaN fails the test too
+            return solution.reshape(b.shape), "solve(sym)"
+    solution = scipy.linalg.lstsq(a, b, cond=None, lapack_driver="gelsd")[0]
+    return solution, "lstsq"
 
 
 def implied_distribution(

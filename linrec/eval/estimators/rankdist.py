@@ -34,46 +34,53 @@ def em_mixture(
     summing to 1 (the sampled-rank histogram, or its re-weighting); init: (N,) positive start.
     Update π ← π ⊙ A (w / Aᵀπ). Returns (π, per-observation-weight log-likelihood trace of length
     iterations+1, iterations). Stops early when tol is set and the increase is < tol·|loglik|.
+    Several samples at once: weights (J, B) and init (N, B) give π (N, B) and a trace
+    (iterations+1, B); each iteration then streams A once for all B samples (matrix products
+    instead of B matrix-vector products) and early stopping waits for every sample.
     """
     pi = init.astype(np.float64, copy=True)
-    trace = np.empty(n_iter + 1)
-    observed = weights > 0
-    w_obs = weights[observed]
+    batched = weights.ndim == 2
+    w = weights if batched else weights[:, None]
+    observed = (w > 0).any(axis=1)
+    w_obs = w[observed]
     cond_obs = cond[:, np.flatnonzero(observed)] if not observed.all() else cond
     step = _em_step_sparse if sp.issparse(cond_obs) else _em_step_dense
-    mix = np.maximum(np.asarray(pi @ cond_obs).ravel(), MIX_FLOOR)
-    trace[0] = w_obs @ np.log(mix)
+    pi = pi if batched else pi[:, None]
+    trace = np.empty((n_iter + 1, w.shape[1]))
+    mix = np.maximum(np.asarray(cond_obs.T @ pi), MIX_FLOOR)
+    trace[0] = (w_obs * np.log(mix)).sum(axis=0)
     done = n_iter
     # the cache-sized matrix-vector products run faster on one BLAS thread than on several
     with threadpool_limits(limits=1, user_api="blas"):
         for it in range(n_iter):
             mix = np.maximum(step(cond_obs, pi, w_obs / mix), MIX_FLOOR)
-            trace[it + 1] = w_obs @ np.log(mix)
-            if tol is not None and trace[it + 1] - trace[it] < tol * abs(trace[it + 1]):
+            trace[it + 1] = (w_obs * np.log(mix)).sum(axis=0)
+            if tol is not None and np.all(trace[it + 1] - trace[it] < tol * np.abs(trace[it + 1])):
                 done = it + 1
                 break
     trace = trace[: done + 1]
     # spec §6.2: a non-decreasing log-likelihood is a required invariant of EM
-    if np.any(np.diff(trace) < -1e-10 * max(1.0, abs(trace[-1]))):
-        raise ArithmeticError(f"EM log-likelihood decreased: {np.diff(trace).min():.3e}")
-    return pi / pi.sum(), trace, done
+    if np.any(np.diff(trace, axis=0) < -1e-10 * np.maximum(1.0, np.abs(trace[-1]))):
+        raise ArithmeticError(f"EM log-likelihood decreased: {np.diff(trace, axis=0).min():.3e}")
+    pi /= pi.sum(axis=0)
+    return (pi, trace, done) if batched else (pi[:, 0], trace[:, 0], done)
 
 
 def _em_step_dense(cond: np.ndarray, pi: np.ndarray, ratio: np.ndarray) -> np.ndarray:
-    """π ← π ⊙ (A ratio) in place and return the new Aᵀπ, in row blocks that stay in cache so A
-    is streamed from memory once per iteration instead of twice."""
-    new_mix = np.zeros(cond.shape[1])
+    """π ← π ⊙ (A ratio) in place and return the new Aᵀπ (π (N, B), ratio (J, B)), in row blocks
+    that stay in cache so A is streamed from memory once per iteration instead of twice."""
+    new_mix = np.zeros((cond.shape[1], pi.shape[1]))
     block = max(1, EM_BLOCK_BYTES // (8 * max(cond.shape[1], 1)))
     for lo in range(0, cond.shape[0], block):
         rows = cond[lo : lo + block]
         pi[lo : lo + block] *= rows @ ratio
-        new_mix += pi[lo : lo + block] @ rows
+        new_mix += rows.T @ pi[lo : lo + block]
     return new_mix
 
 
 def _em_step_sparse(cond: sp.csr_array, pi: np.ndarray, ratio: np.ndarray) -> np.ndarray:
     pi *= cond @ ratio
-    return np.asarray(cond.T @ pi).ravel()
+    return np.asarray(cond.T @ pi)
 
 
 def initial_distribution(init: str | np.ndarray, n_items: int) -> np.ndarray:
@@ -98,8 +105,11 @@ def mle(
     cond: ConditionalOp, histogram: np.ndarray, n_iter: int = 100,
     init: str | np.ndarray = "uniform", tol: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """MLE of P(R) for a mixture of binomials (spec §6.2). Returns (p_hat (N,), trace, iters)."""
+    """MLE of P(R) for a mixture of binomials (spec §6.2). Returns (p_hat (N,), trace, iters);
+    histograms (n, B) of B samples give p_hat (N, B) from one batched EM."""
     start = initial_distribution(init, cond.shape[0])
+    if histogram.ndim == 2:
+        start = np.repeat(start[:, None], histogram.shape[1], axis=1)
     return em_mixture(cond, histogram, check_iterations(n_iter), start, tol)
 
 

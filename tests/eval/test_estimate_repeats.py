@@ -1,0 +1,59 @@
+"""estimate_repeats: the batched EM over several samples equals one-sample estimates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from linrec.errors import ConfigError
+from linrec.eval.estimators import estimate, estimate_repeats
+from linrec.eval.sampling import simulate_adaptive_ranks, simulate_sampled_ranks
+
+N_ITEMS = 800
+
+
+@pytest.fixture(scope="module")
+def global_ranks():
+    rng = np.random.default_rng(3)
+    return np.minimum(rng.zipf(1.4, 3000), N_ITEMS)
+
+
+@pytest.mark.parametrize("scheme", ["binomial", "hypergeometric"])
+def test_batched_mle_equals_one_sample_mle(global_ranks, scheme):
+    rng = np.random.default_rng(0)
+    samples = [(simulate_sampled_ranks(global_ranks, N_ITEMS, 50, replace=scheme == "binomial",
+                                       rng=rng), 50) for _ in range(4)]
+    batched = estimate_repeats("mle", samples, n_items=N_ITEMS, scheme=scheme)
+    for (ranks, size), p_hat in zip(samples, batched, strict=True):
+        single = estimate("mle", ranks, n_items=N_ITEMS, sample_size=size, scheme=scheme).p_hat
+        np.testing.assert_allclose(p_hat, single, rtol=1e-10, atol=1e-15)
+        assert p_hat.shape == (N_ITEMS,) and abs(p_hat.sum() - 1) < 1e-12
+
+
+def test_batched_adaptive_mle_equals_one_sample_estimates(global_ranks):
+    rng = np.random.default_rng(1)
+    samples = []
+    for _ in range(3):
+        sample = simulate_adaptive_ranks(global_ranks, N_ITEMS, rng=rng, n0=20, n_max=160)
+        samples.append((sample.sampled_ranks, sample.sample_sizes))
+    batched = estimate_repeats("adaptive_mle", samples, n_items=N_ITEMS)
+    for (ranks, sizes), p_hat in zip(samples, batched, strict=True):
+        single = estimate("adaptive_mle", ranks, n_items=N_ITEMS, sample_size=sizes).p_hat
+        np.testing.assert_allclose(p_hat, single, rtol=1e-10, atol=1e-15)
+
+
+def test_other_estimators_fall_back_to_one_sample_calls(global_ranks):
+    rng = np.random.default_rng(2)
+    samples = [(simulate_sampled_ranks(global_ranks, N_ITEMS, 50, rng=rng), 50) for _ in range(2)]
+    for p_hat, (ranks, size) in zip(estimate_repeats("bv", samples, n_items=N_ITEMS), samples,
+                                    strict=True):
+        np.testing.assert_array_equal(p_hat, estimate("bv", ranks, n_items=N_ITEMS,
+                                                      sample_size=size).p_hat)
+
+
+def test_bad_samples_are_rejected(global_ranks):
+    ranks = simulate_sampled_ranks(global_ranks, N_ITEMS, 50, rng=np.random.default_rng(4))
+    with pytest.raises(ConfigError, match="sample_size"):
+        estimate_repeats("mle", [(ranks, 50), (ranks, 60)], n_items=N_ITEMS)
+    with pytest.raises(ConfigError):
+        estimate_repeats("mle", [(ranks + 60, 50)], n_items=N_ITEMS)
