@@ -15,7 +15,6 @@ from linrec.models.spectral import (
     ClosedFormMF,
     PureSVD,
     Ridge,
-    clear_spectrum_cache,
     compute_spectrum,
 )
 from linrec.plots import plot_spectral_profile
@@ -48,13 +47,6 @@ class _ScoreOnlyModel(Recommender):
 
     def score(self, foldin, users=None):
         return np.asarray(foldin @ self._hidden)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    clear_spectrum_cache()
-    yield
-    clear_spectrum_cache()
 
 
 @pytest.fixture(scope="module")

@@ -45,13 +45,6 @@ def _reference_eig(train: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
     return e[::-1], v[:, ::-1]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    clear_spectrum_cache()
-    yield
-    clear_spectrum_cache()
-
-
 @pytest.fixture(scope="module")
 def train() -> sp.csr_matrix:
     x = _binary(np.random.default_rng(7), N_USERS, N_ITEMS, 0.15)
