@@ -13,7 +13,7 @@ import pandas as pd
 
 from linrec.data import download as dl
 from linrec.data.interactions import Interactions
-from linrec.errors import DataError, DownloadError
+from linrec.errors import ConfigError, DataError, DownloadError
 
 IdColumn = np.ndarray | pd.Categorical | pd.Series
 
@@ -129,3 +129,29 @@ def cached_source(
         remote, download=download, dataset=dataset, override_hint=override_hint,
         cache_dir=cache_dir,
     )
+
+
+def locate_variant(
+    urls: dict[str, dict[str, dl.RemoteFile]],
+    variant: str,
+    *,
+    source: str,
+    download: bool,
+    override_hint: str,
+    cache_dir: str | os.PathLike | None = None,
+) -> dict[str, Path]:
+    """Every file of a published split `variant` (part -> cached path), fetched when `download`;
+    an unknown variant is a ConfigError naming the allowed ones."""
+    check_variant(urls, variant, source)
+    return {
+        part: dl.locate(remote, download=download, dataset=f"{source} {variant}",
+                        override_hint=override_hint, cache_dir=cache_dir)
+        for part, remote in urls[variant].items()
+    }
+
+
+def check_variant(urls: dict[str, dict[str, dl.RemoteFile]], variant: str, source: str) -> None:
+    """ConfigError unless `variant` is one of the published variants of `source`."""
+    if variant not in urls:
+        raise ConfigError(f"data.source.variant={variant!r} is not a {source} dataset; "
+                          f"allowed: {', '.join(urls)}")

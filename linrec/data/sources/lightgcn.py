@@ -9,10 +9,16 @@ from pathlib import Path
 
 import numpy as np
 
-from linrec.data.download import RemoteFile, locate
+from linrec.data.download import RemoteFile
 from linrec.data.interactions import PredefinedSplitData
-from linrec.data.sources._common import build_interactions, existing_path, with_identity_vocabulary
-from linrec.errors import ConfigError, DataError
+from linrec.data.sources._common import (
+    build_interactions,
+    check_variant,
+    existing_path,
+    locate_variant,
+    with_identity_vocabulary,
+)
+from linrec.errors import DataError
 
 _BASE_URL = "https://raw.githubusercontent.com/gusye1234/LightGCN-PyTorch/master/data"
 VARIANTS = ("gowalla", "yelp2018", "amazon-book")
@@ -45,22 +51,13 @@ def load(
     cache_dir: str | os.PathLike | None = None,
 ) -> PredefinedSplitData:
     """LightGCN `variant` from directory `path`, else from the cache (downloading if asked)."""
-    if variant not in URLS:
-        raise ConfigError(
-            f"data.source.variant={variant!r} is not a LightGCN dataset; "
-            f"allowed: {', '.join(VARIANTS)}"
-        )
+    check_variant(URLS, variant, "LightGCN")
     if path is not None:
         return read(path, name=variant)
-    hint = (
-        f"linrec data=lightgcn data.source.variant={variant} "
-        f"data.source.path=/path/to/dir_with_train.txt_and_test.txt"
-    )
-    files = {
-        part: locate(remote, download=download, dataset=f"lightgcn {variant}",
-                     override_hint=hint, cache_dir=cache_dir)
-        for part, remote in URLS[variant].items()
-    }
+    files = locate_variant(
+        URLS, variant, source="LightGCN", download=download, cache_dir=cache_dir,
+        override_hint=f"linrec data=lightgcn data.source.variant={variant} "
+                      f"data.source.path=/path/to/dir_with_train.txt_and_test.txt")
     return _read_pair(files["train"], files["test"], variant)
 
 

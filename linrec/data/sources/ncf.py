@@ -11,11 +11,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from linrec.data.download import RemoteFile, locate
+from linrec.data.download import RemoteFile
 from linrec.data.interactions import PredefinedSplitData
-from linrec.data.sources._common import build_interactions, existing_path, with_identity_vocabulary
+from linrec.data.sources._common import (
+    build_interactions,
+    check_variant,
+    existing_path,
+    locate_variant,
+    with_identity_vocabulary,
+)
 from linrec.data.sources._parsing import TextFile, count_fields, line_of_row, read_table
-from linrec.errors import ConfigError, DataError
+from linrec.errors import DataError
 
 _BASE_URL = (
     "https://raw.githubusercontent.com/hexiangnan/neural_collaborative_filtering/master/Data"
@@ -60,23 +66,14 @@ def load(
     cache_dir: str | os.PathLike | None = None,
 ) -> PredefinedSplitData:
     """NCF `variant` from `path` (directory or prefix), else from the cache."""
-    if variant not in URLS:
-        raise ConfigError(
-            f"data.source.variant={variant!r} is not an NCF dataset; "
-            f"allowed: {', '.join(VARIANTS)}"
-        )
+    check_variant(URLS, variant, "NCF")
     if path is not None:
         return read(path, name=variant)
-    hint = (
-        f"linrec data=ncf data.source.variant={variant} "
-        f"data.source.path=/path/to/dir_with_{variant}.train.rating"
-    )
-    files = [
-        locate(remote, download=download, dataset=f"ncf {variant}", override_hint=hint,
-               cache_dir=cache_dir)
-        for remote in URLS[variant].values()
-    ]
-    return _read_files(*files, name=variant)
+    files = locate_variant(
+        URLS, variant, source="NCF", download=download, cache_dir=cache_dir,
+        override_hint=f"linrec data=ncf data.source.variant={variant} "
+                      f"data.source.path=/path/to/dir_with_{variant}.train.rating")
+    return _read_files(*(files[suffix] for suffix in SUFFIXES), name=variant)
 
 
 def _pick_name(directory: Path, name: str | None) -> str:
