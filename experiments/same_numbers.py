@@ -1,0 +1,198 @@
+"""Same numbers before and after a change of code.
+
+Runs every case below (the default run, every model config, both study presets) with the linrec of
+a git revision (checked out in a temporary worktree) and with this checkout, and compares every
+number they write: exact metrics, sampled estimates and their errors in results.json, and every
+cell of the study tables. Exits 1 when a number differs beyond `--rtol` (default: not at all).
+
+    python experiments/same_numbers.py --ref 688c17e            # all cases
+    python experiments/same_numbers.py --ref 688c17e --cases default,ials --keep /tmp/sn
+
+A case may give the reference revision other overrides (`ref`), when a config key was renamed, and
+may name numbers that are expected to differ (`differs`, with the reason); those are reported, not
+counted as failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ["data.source.n_users=2000", "data.source.n_items=800", "eval.sampled.repeats=3"]
+
+
+@dataclass
+class Case:
+    name: str
+    overrides: list[str]
+    ref: list[str] | None = None  # overrides for the reference revision (default: `overrides`)
+    differs: dict[str, str] = field(default_factory=dict)  # part of a key -> why it may differ
+
+
+def _model(name: str, *params: str, ref: list[str] | None = None) -> Case:
+    overrides = [f"model={name}", *SMALL, *params]
+    return Case(name, overrides, ref=None if ref is None else [f"model={name}", *SMALL, *ref])
+
+
+CASES = [
+    Case("default", []),
+    _model("ease", "model.lam=300"),
+    _model("dlae"),
+    _model("edlae"),
+    _model("edlae_lowrank", "model.rank=100", "model.n_iter=10"),
+    _model("debiased_ease", "model.alpha=0.3"),
+    _model("most_popular"),
+    _model("itemknn"),
+    _model("slim", "model.l1=0.5", "model.max_iter=50"),
+    _model("lrr", "model.rank=200", "model.lam=1000"),
+    _model("puresvd", "model.rank=64"),
+    _model("mf_closed", "model.rank=100", "model.lam=50"),
+    _model("ridge"),
+    _model("ials", "model.epochs=4", "model.backend=torch"),
+    _model("debiased_ials", "model.epochs=4", "model.backend=torch"),
+    _model("wmf", "model.iterations=4"),
+    _model("learned_lambda", "model.rank=100", "model.lam=1000", "model.c=500", "model.epochs=2"),
+    _model("nearby_ht", "model.epochs=2"),
+    _model("nearby_sparse", "model.epochs=2"),
+    Case("sampling_study",
+         ["experiment=sampling_study", "data.source.n_users=2000", "data.source.n_items=800",
+          "study.repeats=5", "study.sample_sizes=[50,100]"],
+         differs={"tables/are_adaptive": "the adaptive simulation now uses the run's seed "
+                                         "stream (issue 8: it was seeded differently)",
+                  "tables/winners/adaptive/": "same reason"}),
+    Case("linear_models",
+         ["experiment=linear_models", "data=synthetic", "study.models.lrr.grid.rank=[50,100]",
+          "study.models.lrr.grid.lam=[100,1000]", "study.models.mf.grid.rank=[50,100]",
+          "study.models.mf.grid.lam=[0,10]"]),
+]
+
+
+def run_case(root: Path, case: Case, out: Path, cache: Path, reference: bool) -> Path:
+    """Run one case with the linrec found at `root`; returns its run directory. A reference run
+    kept from an earlier call (`--keep`) is reused."""
+    run_dir = out / case.name
+    if reference and (run_dir / ".done").exists():
+        return run_dir
+    overrides = case.ref if reference and case.ref is not None else case.overrides
+    bootstrap = (f"import sys; sys.path.insert(0, {str(root)!r}); sys.argv[0] = 'linrec'; "
+                 "from linrec.cli import main; main()")
+    env = {**os.environ, "LINREC_DATA": str(cache), "LINREC_CONF": str(root / "conf")}
+    cmd = [sys.executable, "-c", bootstrap, *overrides, f"hydra.run.dir={run_dir}", "quiet=true"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=out)
+    if done.returncode != 0:
+        raise SystemExit(f"{case.name} failed with {root}:\n{done.stderr[-3000:]}")
+    (run_dir / ".done").touch()
+    return run_dir
+
+
+def _flat(prefix: str, value, out: dict[str, float]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flat(f"{prefix}/{k}", v, out)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        out[prefix] = float(value)
+
+
+def _sampled_blocks(sampled: dict) -> dict[str, dict]:
+    """{setting: block}; the single-block schema (before issue 8) is split into its fixed-size
+    setting and its adaptive estimators."""
+    if "protocol" not in sampled:
+        return sampled
+    fixed = {e: v for e, v in sampled["estimators"].items() if e != "adaptive_mle"}
+    blocks = {f"n={sampled['protocol']['sample_size']}": {"exact": sampled["exact"],
+                                                           "estimators": fixed}}
+    if "adaptive_mle" in sampled["estimators"]:
+        blocks["adaptive"] = {"exact": sampled["exact"],
+                              "estimators": {"adaptive_mle": sampled["estimators"]["adaptive_mle"]}}
+    return blocks
+
+
+def numbers(run_dir: Path) -> dict[str, float]:
+    """Every compared number of a run directory: results.json metrics and study table cells."""
+    out: dict[str, float] = {}
+    for results in sorted(run_dir.rglob("results.json")):
+        rel = results.parent.relative_to(run_dir).as_posix()
+        record = json.loads(results.read_text())
+        for split, block in record.get("splits", {}).items():
+            _flat(f"{rel}/{split}/exact", block.get("exact", {}), out)
+            for setting, sampled in _sampled_blocks(block.get("sampled") or {}).items():
+                _flat(f"{rel}/{split}/sampled/{setting}/exact", sampled["exact"], out)
+                for name, est in sampled["estimators"].items():
+                    _flat(f"{rel}/{split}/sampled/{setting}/{name}", est, out)
+    for table in sorted(run_dir.rglob("tables/*.csv")):
+        with open(table) as fh:
+            for i, row in enumerate(csv.DictReader(fh)):
+                label = "/".join(str(v) for k, v in row.items()
+                                 if k in ("model", "metric", "setting", "k", "mapping")) or str(i)
+                for column, cell in row.items():
+                    for j, part in enumerate(str(cell).split("±")):
+                        try:
+                            out[f"tables/{table.stem}/{label}/{column}/{j}"] = float(part)
+                        except ValueError:
+                            pass
+    return out
+
+
+def compare(case: Case, ref: dict[str, float], new: dict[str, float], rtol: float) -> int:
+    """Print the differences (a number of `ref` missing from `new` is one); return how many are
+    failures. Numbers only `new` has are counted, not compared."""
+    failures = 0
+    added = sorted(set(new) - set(ref))
+    if added:
+        print(f"  {len(added)} numbers added (e.g. {added[0]})")
+    for key in sorted(ref):
+        a, b = ref[key], new.get(key)
+        if a is not None and b is not None and (a == b or math.isclose(a, b, rel_tol=rtol)):
+            continue
+        reason = next((why for part, why in case.differs.items() if part in key), None)
+        tag = f"expected ({reason})" if reason else "DIFFERS"
+        failures += reason is None
+        print(f"  {tag}: {key}: {a} -> {b}")
+    return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ref", required=True, help="git revision to compare with")
+    parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    parser.add_argument("--rtol", type=float, default=0.0, help="relative tolerance (default 0)")
+    parser.add_argument("--keep", default=None, help="directory to keep the runs in")
+    args = parser.parse_args(argv)
+    chosen = [c for c in CASES if not args.cases or c.name in args.cases.split(",")]
+    work = Path(args.keep or tempfile.mkdtemp(prefix="same-numbers-"))
+    worktree = work / "ref-src"
+    if not worktree.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree),
+                        args.ref], check=True, capture_output=True)
+    failures = 0
+    try:
+        for case in chosen:
+            ref_dir = run_case(worktree, case, _mkdir(work / "ref"), work / "cache-ref", True)
+            new_dir = run_case(ROOT, case, _mkdir(work / "new"), work / "cache-new", False)
+            ref, new = numbers(ref_dir), numbers(new_dir)
+            print(f"{case.name}: {len(ref)} numbers before, {len(new)} after")
+            failures += compare(case, ref, new, args.rtol)
+    finally:
+        if args.keep is None:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                            str(worktree)], capture_output=True)
+    print("same numbers" if failures == 0 else f"{failures} numbers differ")
+    return 1 if failures else 0
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())
