@@ -65,7 +65,8 @@ def main() -> None:
 
 def report_main(argv: list[str] | None = None) -> int:
     """`linrec-report DIR... [--split test] [--out DIR]`: one CSV + Markdown table of all runs."""
-    from linrec.results import collect, to_csv, to_markdown, write_text_atomic
+    from linrec.atomic import write_text_atomic
+    from linrec.results import collect, to_csv, to_markdown
 
     parser = argparse.ArgumentParser(
         prog="linrec-report", description="Collect every results.json below DIRs into one table."

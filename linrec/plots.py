@@ -1,9 +1,8 @@
 """Figures as small functions on matplotlib's Agg canvas (no pyplot, no global state).
-Each returns the Figure; `path` writes it atomically (temp file + os.replace)."""
+Each returns the Figure; `path` writes it atomically (`linrec.atomic`)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from linrec.atomic import atomic_open
 from linrec.errors import ConfigError
 
 _QUANTITIES = ("ratio", "shrunk")
@@ -19,11 +19,9 @@ _QUANTITIES = ("ratio", "shrunk")
 def save_figure(fig: Figure, path: str | Path) -> Path:
     """Write `fig` to `path` (format from the suffix) atomically; returns the path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     FigureCanvasAgg(fig)
-    fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", bbox_inches="tight")
-    os.replace(tmp, path)
+    with atomic_open(path, "wb") as fh:
+        fig.savefig(fh, format=path.suffix.lstrip(".") or "png", bbox_inches="tight")
     return path
 
 

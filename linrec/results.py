@@ -7,13 +7,13 @@ import math
 import os
 import platform
 import socket
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from linrec.atomic import write_text_atomic
 from linrec.errors import DataError
 
 RESULTS_FILE = "results.json"
@@ -167,21 +167,6 @@ def to_csv(columns: list[str], rows: list[dict[str, Any]]) -> str:
     for r in rows:
         writer.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in columns})
     return buf.getvalue()
-
-
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Write text to `path` atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def _metric_grid(

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from http.client import HTTPException
 from pathlib import Path
 
+from linrec.atomic import make_dir_readable, write_text_atomic
 from linrec.errors import ConfigError, DownloadError
 
 log = logging.getLogger(__name__)
@@ -162,6 +163,7 @@ def extract(archive: Path, cache_dir: str | os.PathLike | None = None) -> Path:
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{stem}-", dir=dest.parent))
+    make_dir_readable(tmp)  # mkdtemp makes it 0700; the extracted data is for everyone
     try:
         _extract_into(archive, tmp)
         try:
@@ -231,9 +233,7 @@ def _stamp_path(target: Path) -> Path:
 def _write_checksum_stamp(target: Path, digest: str) -> None:
     stat = target.stat()
     stamp = _stamp_path(target)
-    tmp = stamp.with_name(stamp.name + ".tmp")
-    tmp.write_text(f"{digest} {stat.st_size} {stat.st_mtime_ns}\n")
-    os.replace(tmp, stamp)
+    write_text_atomic(stamp, f"{digest} {stat.st_size} {stat.st_mtime_ns}\n")
 
 
 def _checksum_stamp_matches(target: Path, sha256: str) -> bool:

@@ -20,7 +20,6 @@ import inspect
 import json
 import logging
 import os
-import tempfile
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from linrec.atomic import atomic_open
 from linrec.data.filters import FILTER_DEFAULTS, apply_filters, resolve_filter_config
 from linrec.data.interactions import Interactions, PredefinedSplitData
 from linrec.data.splits import (
@@ -284,7 +284,6 @@ def _checksum(arrays: Mapping[str, np.ndarray]) -> str:
 
 
 def _write_cache(path: Path, prepared: PreparedData) -> None:
-    """Write atomically: a temp file in the same directory, then os.replace."""
     arrays = _split_arrays(prepared.split)
     meta = {
         "cache_version": CACHE_VERSION,
@@ -293,17 +292,8 @@ def _write_cache(path: Path, prepared: PreparedData) -> None:
         "strong": prepared.split.strong,
         "checksum": _checksum(arrays),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, meta=np.asarray(json.dumps(meta)), **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "wb", fsync=True) as fh:
+        np.savez(fh, meta=np.asarray(json.dumps(meta)), **arrays)
 
 
 def _read_cache(path: Path, name: str) -> PreparedData:

@@ -17,8 +17,6 @@ passes over the batch's scores, in row chunks that stay in cache.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +26,7 @@ from typing import Protocol
 import numpy as np
 import scipy.sparse as sp
 
+from linrec.atomic import atomic_open
 from linrec.data.splits import EvalSet
 from linrec.errors import ConfigError, DataError, MemoryBudgetError
 
@@ -182,17 +181,9 @@ class RankTable:
 
     def save_npz(self, path: str | Path) -> None:
         """Write ranks.npz (arrays user, item, rank, row, n_candidates, n_items) atomically."""
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, user=self.users, item=self.items, rank=self.ranks, row=self.rows,
-                         n_candidates=self.n_candidates, n_items=np.int64(self.n_items))
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with atomic_open(path, "wb") as fh:
+            np.savez(fh, user=self.users, item=self.items, rank=self.ranks, row=self.rows,
+                     n_candidates=self.n_candidates, n_items=np.int64(self.n_items))
 
     @classmethod
     def load_npz(cls, path: str | Path) -> RankTable:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from linrec.atomic import atomic_open
+
 if TYPE_CHECKING:
     from linrec.data.splits import EvalSet
 
@@ -36,10 +38,8 @@ class Recommender(ABC):
 
     def save(self, path: str | Path) -> None:
         """Write the fitted model to `path` (pickle of its attributes)."""
-        tmp = Path(str(path) + ".tmp")
-        with open(tmp, "wb") as fh:
+        with atomic_open(path, "wb") as fh:
             pickle.dump(self.__dict__, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        tmp.replace(path)
 
     @classmethod
     def load(cls, path: str | Path) -> Recommender:

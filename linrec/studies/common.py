@@ -10,7 +10,8 @@ from typing import Any
 
 from linrec.config import typed_value
 from linrec.errors import ConfigError
-from linrec.results import to_csv, to_markdown, write_text_atomic
+from linrec.atomic import write_text_atomic
+from linrec.results import to_csv, to_markdown
 
 log = logging.getLogger("linrec")
 
