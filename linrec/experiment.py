@@ -35,7 +35,7 @@ def run(
     from linrec.data.pipeline import prepare_data
     from linrec.eval.evaluator import evaluate_split
     from linrec.eval.sampled import ADAPTIVE_ESTIMATORS, SampledEvaluation
-    from linrec.eval.sampling import adaptive_levels
+    from linrec.eval.simulate import adaptive_levels
     from linrec.models import build_model
 
     config = _as_dict(cfg)

@@ -27,7 +27,7 @@ from scipy import stats
 
 from linrec.eval import conditional
 from linrec.eval.estimators import estimate
-from linrec.eval.sampling import simulate_adaptive_ranks, simulate_sampled_ranks
+from linrec.eval.simulate import simulate_adaptive_ranks, simulate_sampled_ranks
 
 
 def timed(fn, repeats: int = 1):

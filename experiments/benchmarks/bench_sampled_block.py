@@ -33,7 +33,8 @@ from linrec.data.sources import load_source
 from linrec.data.splits import holdout, leave_one_out
 from linrec.eval.evaluator import evaluate_split
 from linrec.eval.sampled import SampledEvaluation
-from linrec.eval.sampling import NegativeSampler, SampledRankHook, canonical_targets
+from linrec.eval.negatives import NegativeSampler, canonical_targets
+from linrec.eval.sampled_ranks import SampledRankHook
 from linrec.models.ease import EASE
 
 

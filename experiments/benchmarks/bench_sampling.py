@@ -1,5 +1,6 @@
-"""Benchmark item sampling and expected sampled metrics (linrec.eval.sampling / expected /
-estimators.mapping) against straightforward per-target Python loops, measured in the same process.
+"""Benchmark item sampling and expected sampled metrics (linrec.eval.negatives, sampled_ranks,
+simulate, expected, estimators.mapping) against straightforward per-target Python loops,
+measured in the same process.
 
 Rows: drawing sampled items (with and without replacement), ranking targets among them from
 scores, simulating sampled ranks from global ranks (fixed n and adaptive), expected sampled NDCG
@@ -24,12 +25,9 @@ from scipy.special import betaln, comb
 
 from linrec.eval.estimators.mapping import beta_mapping
 from linrec.eval.expected import expected_sampled_metric
-from linrec.eval.sampling import (
-    draw_negatives,
-    sampled_ranks_from_scores,
-    simulate_adaptive_ranks,
-    simulate_sampled_ranks,
-)
+from linrec.eval.negatives import draw_negatives
+from linrec.eval.sampled_ranks import sampled_ranks_from_scores
+from linrec.eval.simulate import simulate_adaptive_ranks, simulate_sampled_ranks
 
 
 def _timed(fn: Callable[[], object]) -> tuple[float, object]:

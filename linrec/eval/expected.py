@@ -12,9 +12,9 @@ import numpy as np
 from scipy.special import logsumexp
 
 from linrec.errors import ConfigError
+from linrec.eval._checks import check_ranks, check_sample_size
 from linrec.eval.conditional import check_sizes, log_pmf
 from linrec.eval.metrics import curve, rank_gain
-from linrec.eval.sampling import check_ranks, check_sample_size
 
 #: metrics of a single sampled rank (spec §1.2); k=None means the unbounded version
 SAMPLED_METRICS = ("recall", "hr", "precision", "ap", "rr", "mrr", "ndcg", "auc")

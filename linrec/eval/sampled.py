@@ -21,11 +21,13 @@ from threadpoolctl import threadpool_limits
 from linrec.config import SampledConfig
 from linrec.data.splits import EvalSet
 from linrec.eval.estimators import estimate, estimate_repeats
-from linrec.eval.estimators.report import average_relative_error
+from linrec.eval.estimators.accuracy import average_relative_error
 from linrec.eval.expected import global_rank_distribution
 from linrec.eval.metrics import curve
+from linrec.eval.negatives import canonical_targets
 from linrec.eval.ranks import RankTable
-from linrec.eval.sampling import SampledRankHook, canonical_targets, simulate_adaptive_ranks
+from linrec.eval.sampled_ranks import SampledRankHook
+from linrec.eval.simulate import simulate_adaptive_ranks
 
 #: estimators that need per-target sample sizes from adaptive sampling
 ADAPTIVE_ESTIMATORS = ("adaptive_mle",)

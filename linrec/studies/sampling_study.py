@@ -18,7 +18,7 @@ import numpy as np
 
 from linrec.errors import ConfigError
 from linrec.eval.estimators.mapping import aligned_curves, alignment_errors, mapping_function
-from linrec.eval.estimators.report import average_relative_error, winner_accuracy
+from linrec.eval.estimators.accuracy import average_relative_error, winner_accuracy
 from linrec.eval.evaluator import evaluate_split
 from linrec.eval.expected import global_rank_distribution
 from linrec.eval.metrics import curve
@@ -27,7 +27,7 @@ from linrec.eval.sampled import (
     estimate_samples,
     sampling_scheme,
 )
-from linrec.eval.sampling import simulate_adaptive_ranks, simulate_sampled_ranks
+from linrec.eval.simulate import simulate_adaptive_ranks, simulate_sampled_ranks
 from linrec.results import write_json_atomic
 from linrec.studies.common import (
     build_from_config,

@@ -7,7 +7,7 @@ import pytest
 
 from linrec.errors import ConfigError
 from linrec.eval.estimators import estimate, estimate_repeats
-from linrec.eval.sampling import simulate_adaptive_ranks, simulate_sampled_ranks
+from linrec.eval.simulate import simulate_adaptive_ranks, simulate_sampled_ranks
 
 N_ITEMS = 800
 

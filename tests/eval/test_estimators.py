@@ -11,8 +11,8 @@ from scipy import optimize, stats
 from linrec.errors import ConfigError
 from linrec.eval.conditional import conditional_matrix
 from linrec.eval.estimators import ESTIMATORS, estimate, pooled_prior
-from linrec.eval.estimators.base import solve_symmetric
-from linrec.eval.estimators.corrected import bv_objective
+from linrec.eval.estimators._linalg import solve_symmetric
+from linrec.eval.estimators.bv import bv_objective
 from linrec.eval.estimators.mn import mn_objective
 from linrec.eval.metrics import curve, rank_gain
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from linrec.eval.estimators import estimate
-from linrec.eval.estimators.report import average_relative_error
+from linrec.eval.estimators.accuracy import average_relative_error
 from linrec.eval.metrics import curve
 
 N_ITEMS, N_TARGETS, SAMPLE_SIZE, REPEATS = 10_000, 20_000, 100, 3

@@ -7,7 +7,7 @@ from scipy import stats
 from linrec.errors import ConfigError
 from linrec.eval.conditional import conditional_matrix
 from linrec.eval.estimators import estimate
-from linrec.eval.estimators.rankdist import mes
+from linrec.eval.estimators.em import mes
 
 N_ITEMS, SAMPLE_SIZE = 400, 30
 
@@ -153,7 +153,7 @@ def test_mes_bad_solver():
 
 
 def test_mes_auto_uses_dual_and_falls_back_to_cvxpy(monkeypatch):
-    from linrec.eval.estimators import rankdist
+    from linrec.eval.estimators import em as rankdist
 
     _, sampled = _draw(N_ITEMS, SAMPLE_SIZE, 500, seed=8)
     kwargs = {"n_items": N_ITEMS, "sample_size": SAMPLE_SIZE}
@@ -251,9 +251,9 @@ def test_adaptive_bad_input():
 def test_banded_operator_gives_the_dense_results():
     # large N·n use the banded CSR form of P(r|R) (spec §2.5, §13 pitfall 8); same estimates
     from linrec.eval.conditional import conditional_band
-    from linrec.eval.estimators.corrected import bv
+    from linrec.eval.estimators.bv import bv
     from linrec.eval.estimators.mn import mn
-    from linrec.eval.estimators.rankdist import mle
+    from linrec.eval.estimators.em import mle
 
     n_items, sample_size = 2000, 400
     _, sampled = _draw(n_items, sample_size, 4000, seed=9)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from linrec.errors import ConfigError
-from linrec.eval.estimators.report import average_relative_error, winner_accuracy
+from linrec.eval.estimators.accuracy import average_relative_error, winner_accuracy
 
 
 def test_average_relative_error_by_hand():

@@ -17,7 +17,7 @@ from linrec.eval.expected import (
     sampled_metric_variance,
     sampled_rank_distribution,
 )
-from linrec.eval.sampling import simulate_sampled_ranks
+from linrec.eval.simulate import simulate_sampled_ranks
 
 SCHEMES = ("binomial", "hypergeometric")
 

@@ -19,7 +19,7 @@ from linrec.eval.estimators.mapping import (
     oracle_mapping,
 )
 from linrec.eval.expected import expected_sampled_curve
-from linrec.eval.sampling import simulate_sampled_ranks
+from linrec.eval.simulate import simulate_sampled_ranks
 
 N_ML1M = 3706
 KS = np.array([1, 2, 5, 10, 20, 50, 100])

@@ -11,7 +11,9 @@ from linrec.eval.expected import (
     sampled_metric_variance,
 )
 from linrec.eval.metrics import rank_gain
-from linrec.eval.sampling import draw_negatives, sampled_ranks_from_scores, simulate_sampled_ranks
+from linrec.eval.negatives import draw_negatives
+from linrec.eval.sampled_ranks import sampled_ranks_from_scores
+from linrec.eval.simulate import simulate_sampled_ranks
 
 N_ITEMS = 10_000
 N_SAMPLED = 99  # m

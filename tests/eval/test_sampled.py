@@ -17,7 +17,7 @@ from linrec.eval.evaluator import evaluate_split
 from linrec.eval.metrics import curve
 from linrec.eval.ranks import tie_break_keys
 from linrec.eval.sampled import SampledEvaluation
-from linrec.eval.sampling import canonical_targets, draw_negatives
+from linrec.eval.negatives import canonical_targets, draw_negatives
 
 N_USERS, N_ITEMS, EVAL_SEED = 50, 40, 3
 METRICS = ("recall", "ndcg", "ap")

@@ -14,16 +14,12 @@ from scipy import stats
 from linrec.data.splits import EvalSet
 from linrec.errors import ConfigError, DataError
 from linrec.eval.ranks import BatchKeys, tie_break_keys
-from linrec.eval.sampling import (
+from linrec.eval.negatives import NegativeSampler, block_targets, canonical_targets, draw_negatives
+from linrec.eval.sampled_ranks import SampledRankHook, sampled_ranks_from_scores
+from linrec.eval.simulate import (
     AdaptiveSample,
-    NegativeSampler,
-    SampledRankHook,
     adaptive_levels,
-    block_targets,
-    canonical_targets,
-    draw_negatives,
     efficiency_curve,
-    sampled_ranks_from_scores,
     simulate_adaptive_ranks,
     simulate_sampled_ranks,
 )
@@ -440,7 +436,7 @@ def test_hook_fast_path_equals_brute_force(pool: str, masked: bool) -> None:
 def test_kernel_chunks_and_unsorted_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     """sampled_ranks_from_scores in many small chunks (cache read-ahead on, and off for unsorted
     rows) equals the sort-based brute force."""
-    import linrec.eval.sampling as sampling
+    import linrec.eval.sampled_ranks as sampling
 
     monkeypatch.setattr(sampling, "_KERNEL_ENTRIES", 64)
     monkeypatch.setattr(sampling, "_TOUCH_FLOATS", 150)
@@ -460,7 +456,7 @@ def test_kernel_chunks_and_unsorted_rows(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_sample_stream_definition() -> None:
     """Block b of repeat k is drawn by default_rng(SeedSequence([seed, tag, k, b])).integers over
     the pool positions, shifted past the target (the definition the hook must keep)."""
-    from linrec.eval.sampling import _SEED_TAG
+    from linrec.eval.negatives import _SEED_TAG
 
     rng = np.random.default_rng(13)
     n_items, sample_size, n_targets, seed = 300, 50, 7001, 21

@@ -8,7 +8,13 @@ from scipy.special import gammaln
 
 from linrec.errors import ConfigError
 from linrec.eval.conditional import conditional_columns
-from linrec.eval.estimators.rankdist import check_iterations, em_mixture, initial_distribution
+from linrec.eval.estimators.em import (
+    check_iterations,
+    em_mixture,
+    init_params,
+    initial_distribution,
+)
+from linrec.eval.estimators.result import EstimateResult
 
 LIKELIHOODS = ("paper", "nested")
 
@@ -110,3 +116,17 @@ def _cell_columns(sizes: np.ndarray, ranks: np.ndarray, n_items: int, scheme: st
         first = int(sizes.min()) if initial_size is None else int(initial_size)
         columns *= np.exp(nested_log_factor(sizes, ranks, first))[None, :]
     return columns
+
+
+def run_adaptive_mle(name: str, ranks: np.ndarray, n_items: int, sizes: np.ndarray,
+                     scheme: str, *, n_iter: int = 50, init: str | np.ndarray = "uniform",
+                     tol: float | None = None, likelihood: str = "paper",
+                     initial_size: int | None = None) -> EstimateResult:
+    p_hat, trace, iterations, n_cells = adaptive_mle(
+        ranks, sizes, n_items, scheme, n_iter, init, tol, likelihood, initial_size
+    )
+    params = {"likelihood": likelihood, "n_cells": n_cells, "mean_sample_size": sizes.mean(),
+              **init_params(init, tol)}
+    return EstimateResult(name=name, p_hat=p_hat, n_items=n_items, sample_size=sizes,
+                          n_targets=len(ranks), scheme=scheme, params=params,
+                          iterations=iterations, solver="em", log_likelihood=trace)

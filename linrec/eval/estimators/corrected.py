@@ -1,19 +1,21 @@
-"""Corrected sampled metrics that need no EM (spec/evaluation.md §1.3, §5): the naive reading,
-the unbiased-rank correction, least squares (LS), constrained least squares (CLS) and the
-bias-variance estimator (BV). Each returns the implied global-rank distribution P̂ (length N)."""
+"""The Krichene–Rendle corrections of sampled metrics (spec/evaluation.md §1.3, §5.2–§5.4): the
+naive reading, the unbiased-rank correction, least squares (LS) and constrained least squares
+(CLS). Each returns the implied global-rank distribution P̂ (length N). BV is in bv.py."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.optimize import lsq_linear
 
 from linrec.errors import ConfigError
-from linrec.eval.estimators.base import (
-    ConditionalOp,
-    implied_distribution,
-    weighted_gram,
-)
+from linrec.eval.estimators._linalg import ConditionalOp
+from linrec.eval.estimators.result import EstimateResult
 from linrec.eval.metrics import CURVE_METRICS, rank_gain
+
+if TYPE_CHECKING:
+    from linrec.eval.estimators._context import EstimatorInput
 
 
 def naive(histogram: np.ndarray, n_items: int) -> np.ndarray:
@@ -93,27 +95,28 @@ def cls(
     return p_hat
 
 
-def check_gamma(gamma: float) -> float:
-    if not 0.0 < gamma <= 1.0:
-        raise ConfigError(f"gamma={gamma} must be in (0, 1] (spec §5.5; 0.01 in the papers)")
-    return float(gamma)
+# --- runners (linrec.eval.estimators.registry) ---
 
 
-def bv(
-    cond: ConditionalOp, histogram: np.ndarray, prior: np.ndarray, gamma: float = 0.01
-) -> tuple[np.ndarray, str]:
-    """Bias-variance estimator (spec §5.5, corrected weighting Ã = √P(R)·P(r|R)):
-    x = ((1−γ)AᵀDA + γ diag(Aᵀπ))⁻¹ AᵀD b, so P̂ = D A H⁻¹ P~. Returns (p_hat, solve method)."""
-    gamma = check_gamma(gamma)
-    system = (1.0 - gamma) * weighted_gram(cond, prior)
-    system[np.diag_indices_from(system)] += gamma * np.asarray(prior @ cond).ravel()
-    return implied_distribution(cond, prior, system, histogram)
+def run_naive(run: EstimatorInput) -> EstimateResult:
+    return run.result(naive(run.histogram, run.n_items))
 
 
-def bv_objective(
-    x: np.ndarray, cond: np.ndarray, prior: np.ndarray, target: np.ndarray, gamma: float
-) -> float:
-    """L_BV(x) = Σ_R P(R)(E[x|R] − F(R))² + γ Σ_R P(R) Var[x|R] (spec §5.5); for tests."""
-    mean = cond @ x
-    var = cond @ (x * x) - mean * mean
-    return float(prior @ (mean - target) ** 2 + gamma * prior @ var)
+def run_unbiased_rank(run: EstimatorInput) -> EstimateResult:
+    return run.result(unbiased_rank(run.histogram, run.n_items))
+
+
+def run_ls(run: EstimatorInput, *, prior: str | np.ndarray = "uniform",
+           rcond: float | None = None, prior_runs=None, prior_params=None) -> EstimateResult:
+    prior_p, label = run.prior(prior, "uniform", prior_runs, prior_params)
+    p_hat, solver = ls(run.cond, run.histogram, prior_p, rcond)
+    return run.result(p_hat, prior=label, params={"rcond": rcond}, solver=solver)
+
+
+def run_cls(run: EstimatorInput, *, metric: str = "recall", k_max: int = 50,
+            nonnegative: bool = False, prior: str | np.ndarray = "uniform", prior_runs=None,
+            prior_params=None) -> EstimateResult:
+    prior_p, label = run.prior(prior, "uniform", prior_runs, prior_params)
+    p_hat = cls(run.cond, run.histogram, prior_p, metric, k_max, nonnegative)
+    params = {"metric": metric, "k_max": k_max, "nonnegative": nonnegative}
+    return run.result(p_hat, prior=label, params=params, solver="qr+bvls")

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from linrec.errors import ConfigError, DataError
+from linrec.eval._checks import check_ranks, check_sample_size
 from linrec.eval.expected import expected_sampled_curve, global_rank_distribution
-from linrec.eval.sampling import check_ranks, check_sample_size
 
 MAPPINGS = ("linear", "bound", "beta", "beta_p", "dataset", "oracle")
 #: slack of the floor rule ⌊f + 1e-9⌋ (f(k; 1) can be a half-integer; spec §4)

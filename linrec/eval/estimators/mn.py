@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from linrec.errors import ConfigError
-from linrec.eval.estimators.base import (
+from linrec.eval.estimators._linalg import (
     ConditionalOp,
     column_sums,
     implied_distribution,
     weighted_gram,
 )
+from linrec.eval.estimators.result import EstimateResult
+
+if TYPE_CHECKING:
+    from linrec.eval.estimators._context import EstimatorInput
 
 VARIANCE_WEIGHTS = ("unweighted", "prior")
 
@@ -51,3 +58,19 @@ def mn_objective(
     mean = cond @ x
     var = cond @ (x * x) - mean * mean
     return float(prior @ (mean - target) ** 2 + var.sum() / n_targets)
+
+
+def runner(default_source: str) -> Callable[..., EstimateResult]:
+    """The registry's MN runner whose default prior is `default_source` (uniform, mle, mes)."""
+    default_prior = "uniform" if default_source == "uniform" else "run"
+
+    def run_mn(run: EstimatorInput, *, prior: str | np.ndarray = default_prior,
+               variance_weight: str = "unweighted",
+               prior_runs: Sequence[np.ndarray] | None = None,
+               prior_params: dict[str, Any] | None = None) -> EstimateResult:
+        prior_p, label = run.prior(prior, default_source, prior_runs, prior_params)
+        p_hat, solver = mn(run.cond, run.histogram, prior_p, run.n_targets, variance_weight)
+        params = {"variance_weight": variance_weight}
+        return run.result(p_hat, prior=label, params=params, solver=solver)
+
+    return run_mn

@@ -10,13 +10,13 @@ import numpy as np
 
 from linrec.errors import ConfigError
 from linrec.eval.conditional import conditional_operator
-from linrec.eval.estimators.base import (
-    ConditionalOp,
+from linrec.eval.estimators._input import (
     check_sampled_ranks,
     normalise_distribution,
     rank_histogram,
 )
-from linrec.eval.estimators.rankdist import fit_scale_value, mes, mle
+from linrec.eval.estimators._linalg import ConditionalOp
+from linrec.eval.estimators.em import fit_scale_value, mes, mle
 
 PRIOR_SOURCES = ("uniform", "mle", "mes")
 

@@ -1,0 +1,127 @@
+"""The linear algebra every linear estimator reuses (spec/evaluation.md §5.1, §13): weighted
+Gram matrices AᵀDA of P(r|R) (dense, banded, cached), symmetric solves with a least-squares
+fallback, and the implied distribution P̂ = D A H⁻¹ P~."""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+from scipy.linalg import lapack
+from scipy.linalg.blas import dsyrk
+
+#: A = P(r | R) as a dense array or a banded CSR array (linrec.eval.conditional)
+ConditionalOp = np.ndarray | sp.csr_array
+
+
+def weighted_gram(cond: ConditionalOp, weights: np.ndarray | None = None) -> np.ndarray:
+    """Aᵀ diag(weights) A (dense n x n float64, symmetric); weights None means the identity and
+    may be negative. Dense A uses the BLAS symmetric rank-k update (half the flops of a GEMM);
+    the unweighted and uniform-weight Gram of a cached A is itself cached."""
+    if sp.issparse(cond):
+        band = _band_rows(cond)
+        if band is None:
+            scaled = cond if weights is None else sp.diags_array(weights) @ cond
+            return np.asarray((cond.T @ scaled).toarray())
+        return _banded_gram(*band, cond.shape[1], weights)
+    if weights is None or np.all(weights == weights[0]):
+        scale = 1.0 if weights is None else float(weights[0])
+        return scale * _unweighted_gram(cond)
+    if np.all(weights >= 0):
+        return _syrk(np.sqrt(weights)[:, None] * cond)
+    positive, negative = np.maximum(weights, 0.0), np.maximum(-weights, 0.0)
+    return _syrk(np.sqrt(positive)[:, None] * cond) - _syrk(np.sqrt(negative)[:, None] * cond)
+
+
+def _band_rows(cond: sp.csr_array) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values (N, width), first column (N,)) if every row of cond stores one contiguous window
+    of the same width (the form linrec.eval.conditional.conditional_band builds), else None."""
+    n_rows = cond.shape[0]
+    if n_rows == 0 or cond.nnz % n_rows or not cond.has_sorted_indices:
+        return None
+    width = cond.nnz // n_rows
+    if not np.array_equal(cond.indptr, np.arange(0, cond.nnz + 1, width)):
+        return None
+    columns = cond.indices.reshape(n_rows, width)
+    if width > 1 and not np.all(np.diff(columns, axis=1) == 1):
+        return None
+    return cond.data.reshape(n_rows, width), columns[:, 0].astype(np.int64)
+
+
+def _banded_gram(
+    values: np.ndarray, first: np.ndarray, n_cols: int, weights: np.ndarray | None,
+    block_rows: int = 512,
+) -> np.ndarray:
+    """Aᵀ diag(weights) A for a banded A, one dense column window per block of rows."""
+    gram = np.zeros((n_cols, n_cols))
+    width = values.shape[1]
+    for lo in range(0, len(first), block_rows):
+        starts = first[lo : lo + block_rows]
+        c0, c1 = int(starts.min()), int(starts.max()) + width
+        block = np.zeros((len(starts), c1 - c0))
+        cols = (starts - c0)[:, None] + np.arange(width)[None, :]
+        np.put_along_axis(block, cols, values[lo : lo + block_rows], axis=1)
+        scaled = block if weights is None else block * weights[lo : lo + block_rows, None]
+        gram[c0:c1, c0:c1] += scaled.T @ block
+    return gram
+
+
+def _syrk(rows: np.ndarray) -> np.ndarray:
+    """rowsᵀ rows for a C-ordered (N, n) array (passed to BLAS as its F-ordered transpose)."""
+    upper = dsyrk(1.0, np.ascontiguousarray(rows).T, trans=0)
+    return np.triu(upper) + np.triu(upper, 1).T
+
+
+#: AᵀA of read-only (cached) conditional matrices, keyed by id and checked by a weak reference
+_GRAM_CACHE: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def _unweighted_gram(cond: np.ndarray) -> np.ndarray:
+    if cond.flags.writeable:
+        return _syrk(cond)
+    hit = _GRAM_CACHE.get(id(cond))
+    if hit is not None and hit[0]() is cond:
+        return hit[1]
+    gram = _syrk(cond)
+    gram.setflags(write=False)
+    if len(_GRAM_CACHE) >= 8:
+        _GRAM_CACHE.clear()
+    _GRAM_CACHE[id(cond)] = (weakref.ref(cond), gram)
+    return gram
+
+
+def column_sums(cond: ConditionalOp) -> np.ndarray:
+    """Σ_R P(r|R) for each r: Λ1 of spec §7.3, float64 (n,)."""
+    return np.asarray(cond.sum(axis=0)).ravel()
+
+
+def solve_symmetric(matrix: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, str]:
+    """Solve a symmetric system in float64 (spec §13 pitfall 4), falling back to least squares when
+    the matrix is singular or numerically so (spec §13 pitfall 5). Returns (solution, method).
+
+    LAPACK ?sysv (Bunch–Kaufman, as scipy.linalg.solve(assume_a="sym")) and ?sycon directly: the
+    fallback is taken when the reciprocal condition number is below the machine precision, the
+    threshold at which scipy warns. No warnings filter is touched: `warnings.catch_warnings` is not
+    thread-safe, and the estimators run in threads (linrec.eval.sampled)."""
+    a = np.asarray(matrix, dtype=np.float64)
+    b = np.asarray(rhs, dtype=np.float64)
+    b2 = b.reshape(len(b), -1)
+    lwork = int(lapack.dsysv_lwork(a.shape[0])[0])
+    factor, pivots, solution, info = lapack.dsysv(a, b2, lwork=max(lwork, 1))
+    if info == 0:
+        rcond, info = lapack.dsycon(factor, pivots, lapack.dlange("1", a))
+        if info == 0 and rcond >= lapack.dlamch("E"):  # NaN fails the test too
+            return solution.reshape(b.shape), "solve(sym)"
+    solution = scipy.linalg.lstsq(a, b, cond=None, lapack_driver="gelsd")[0]
+    return solution, "lstsq"
+
+
+def implied_distribution(
+    cond: ConditionalOp, prior: np.ndarray, system: np.ndarray, histogram: np.ndarray
+) -> tuple[np.ndarray, str]:
+    """P̂ = D A H⁻¹ P~ for an estimator x = H⁻¹ AᵀD b (spec §5.1: P̂ = Gᵀ P~ with G = H⁻¹AᵀD).
+    One solve with the histogram as right-hand side gives every metric and every K at once."""
+    z, method = solve_symmetric(system, histogram)
+    return prior * np.asarray(cond @ z).ravel(), method
