@@ -65,7 +65,9 @@ CASES = [
     _model("nearby_sparse", "model.epochs=2"),
     Case("sampling_study",
          ["experiment=sampling_study", "data.source.n_users=2000", "data.source.n_items=800",
-          "study.repeats=5", "study.sample_sizes=[50,100]"],
+          "eval.sampled.repeats=5", "eval.sampled.sample_sizes=[50,100]"],
+         ref=["experiment=sampling_study", "data.source.n_users=2000", "data.source.n_items=800",
+              "study.repeats=5", "study.sample_sizes=[50,100]"],
          differs={"tables/are_adaptive": "the adaptive simulation now uses the run's seed "
                                          "stream (issue 8: it was seeded differently)",
                   "tables/winners/adaptive/": "same reason"}),

@@ -6,12 +6,15 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from linrec.errors import LinrecError
+from linrec.errors import ConfigError, LinrecError
 
 log = logging.getLogger("linrec")
 DEFAULT_REPORT_METRICS = "recall@20,recall@50,ndcg@20,ndcg@100,recall_trunc@20,auc"
+#: at most this many compositions check a sweep's overrides before Hydra runs it
+_MAX_PRECHECKS = 64
 
 
 def config_dir() -> str:
@@ -21,6 +24,112 @@ def config_dir() -> str:
     if not (path / "config.yaml").is_file():
         sys.exit(f"linrec: error: no config.yaml in {path}; set LINREC_CONF to the conf/ directory")
     return str(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# composition errors as linrec messages
+
+
+def _job_overrides(overrides: Sequence[str]) -> list[list[str]]:
+    """The override lists to compose before a sweep runs: every value of every choice/range
+    sweep, the other sweeps at their first value (an interval sweep is left to its sweeper)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    options: list[list[str]] = []
+    for override in parsed:
+        if not override.is_sweep_override():
+            options.append([override.input_line])
+            continue
+        try:
+            values = list(override.sweep_string_iterator())
+        except Exception:  # noqa: BLE001 - interval sweeps and the like: Hydra checks them
+            options.append([])
+            continue
+        prefix = f"{override.get_key_element()}="
+        options.append([prefix + v for v in values])
+    firsts = [o[0] for o in options if o]
+    jobs = [firsts]
+    for i, choices in enumerate(options):
+        for value in choices[1:]:
+            job = [value if j == i else o[0] for j, o in enumerate(options) if o]
+            jobs.append(job)
+    return jobs[:_MAX_PRECHECKS]
+
+
+def _allowed_fields(compose: Callable[[list[str]], object], overrides: list[str],
+                    full_key: str) -> tuple[str, list[str]]:
+    """(label of the config that holds full_key's parent, its field names)."""
+    from omegaconf import OmegaConf
+
+    parent_key = full_key.rpartition(".")[0]
+    clean = [o for o in overrides if not o.lstrip("+~").startswith(full_key)]
+    try:
+        node = OmegaConf.select(compose(clean), parent_key) if parent_key else compose(clean)
+    except Exception:  # noqa: BLE001 - the parent itself does not compose: no list to give
+        return parent_key, []
+    if node is None or not OmegaConf.is_dict(node):
+        return parent_key, []
+    label = parent_key
+    if parent_key == "model" and "name" in node:
+        label = f"model {node['name']!r}"
+    return label, [k for k in node if not (parent_key == "model" and k == "name")]
+
+
+def composition_error(exc: BaseException, overrides: list[str],
+                      compose: Callable[[list[str]], object]) -> str:
+    """A one-line message for an exception of Hydra's composition of `overrides`."""
+    from hydra.errors import MissingConfigException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
+
+    cause = exc
+    while cause.__cause__ is not None and not isinstance(cause, (ConfigKeyError,
+                                                                   ValidationError)):
+        cause = cause.__cause__
+    full_key = getattr(cause, "full_key", None)
+    if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and full_key:
+        label, allowed = _allowed_fields(compose, overrides, full_key)
+        field = full_key.rpartition(".")[2]
+        listing = f"; allowed: {', '.join(allowed)}" if allowed else ""
+        return f"{label or 'the config'} has no field {field!r} ({full_key}){listing}"
+    if isinstance(cause, ValidationError) and full_key:
+        return f"{full_key}: {str(cause.msg).splitlines()[0]}"
+    if isinstance(exc, MissingConfigException) or "Could not find" in str(exc):
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        return " ".join(lines)
+    return " ".join(str(exc).split())
+
+
+def precheck(argv: Sequence[str]) -> str | None:
+    """Compose the config of the command line's jobs as Hydra will; the first composition error
+    as a linrec message (None when every job composes)."""
+    from hydra import compose, initialize_config_dir
+    from hydra._internal.utils import get_args_parser
+
+    try:
+        args = get_args_parser().parse_args(list(argv))
+    except SystemExit:
+        return None  # let Hydra report its own usage errors
+    if args.shell_completion or args.info or args.hydra_help:
+        return None
+    try:
+        jobs = _job_overrides(args.overrides)
+    except Exception:  # noqa: BLE001 - a syntax error: Hydra's own message is the clear one
+        return None
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3", job_name="linrec"):
+        def compose_job(overrides: list[str]) -> object:
+            return compose(config_name=args.config_name or "config", overrides=overrides)
+
+        for overrides in jobs:
+            try:
+                compose_job(overrides)
+            except Exception as exc:  # noqa: BLE001 - every composition error is reported
+                return composition_error(exc, overrides, compose_job)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# the linrec command
 
 
 #: run directories of the jobs of this process's sweep that failed with a LinrecError
@@ -56,6 +165,13 @@ def main() -> None:
     """`linrec [overrides...]`: see README.md."""
     import hydra
 
+    from linrec.config import register_configs
+
+    register_configs()
+    problem = precheck(sys.argv[1:])
+    if problem:
+        print(f"linrec: error: {problem}", file=sys.stderr)
+        sys.exit(2)
     hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_task)()
     if _failed_jobs:
         print(f"linrec: error: {len(_failed_jobs)} sweep job(s) failed (FAILED marker in "
@@ -63,15 +179,19 @@ def main() -> None:
         sys.exit(2)
 
 
-def report_main(argv: list[str] | None = None) -> int:
-    """`linrec-report DIR... [--split test] [--out DIR]`: one CSV + Markdown table of all runs."""
+# ---------------------------------------------------------------------------------------------
+# linrec-report
+
+
+def _report(argv: list[str] | None) -> int:
     from linrec.atomic import write_text_atomic
-    from linrec.results import collect, to_csv, to_markdown
+    from linrec.results import collect, find_studies, read_results, to_csv, to_markdown
 
     parser = argparse.ArgumentParser(
-        prog="linrec-report", description="Collect every results.json below DIRs into one table."
-    )
-    parser.add_argument("dirs", nargs="+", help="run or sweep directories")
+        prog="linrec-report",
+        description="Collect every run (results.json) and study (study.json) below DIRs into one "
+                    "table.")
+    parser.add_argument("dirs", nargs="+", help="run, sweep or study directories")
     parser.add_argument("--split", default="test", help="split whose exact metrics are shown")
     parser.add_argument("--out", default=None, help="directory for report.csv/.md (default: DIR)")
     parser.add_argument(
@@ -79,22 +199,35 @@ def report_main(argv: list[str] | None = None) -> int:
         help="comma-separated metric@K columns of the Markdown table (the CSV keeps all); "
              f"default {DEFAULT_REPORT_METRICS}")
     args = parser.parse_args(argv)
-    try:
-        columns, rows = collect(args.dirs, split=args.split)
-    except LinrecError as exc:
-        print(f"linrec-report: error: {exc}", file=sys.stderr)
-        return 2
+    columns, rows = collect(args.dirs, split=args.split)
     if not rows:
-        where = ", ".join(args.dirs)
-        print(f"linrec-report: error: no results.json below {where}", file=sys.stderr)
-        return 2
+        raise ConfigError(f"no results.json below {', '.join(args.dirs)}")
     keep = set(args.metrics.split(","))
     md_columns = [c for c in columns if ("@" not in c and c != "auc") or c in keep]
     first = Path(args.dirs[0])
     out = Path(args.out) if args.out else (first.parent if first.is_file() else first)
-    write_text_atomic(out / "report.csv", to_csv(columns, rows))
     md = to_markdown(md_columns, rows)
+    for study_file in find_studies(args.dirs):
+        index = read_results(study_file)
+        md += f"\n## Study {index['study']['name']} ({study_file.parent})\n"
+        for table in index.get("tables", []):
+            md += "\n" + (study_file.parent / table).read_text()
+    write_text_atomic(out / "report.csv", to_csv(columns, rows))
     write_text_atomic(out / "report.md", md)
     print(md, end="")
     print(f"wrote {out / 'report.csv'} and {out / 'report.md'} ({len(rows)} runs)")
     return 0
+
+
+def report_main(argv: list[str] | None = None) -> int:
+    """`linrec-report DIR... [--split test] [--out DIR]`: one CSV + Markdown table of all runs,
+    and the tables of every study found."""
+    try:
+        return _report(argv)
+    except LinrecError as exc:
+        print(f"linrec-report: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `linrec-report DIR | head`: the reader left, nothing is wrong
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

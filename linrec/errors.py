@@ -21,3 +21,8 @@ class DownloadError(LinrecError):
 
 class MemoryBudgetError(LinrecError, MemoryError):
     """A dense matrix would not fit in memory; the message gives the estimate and an alternative."""
+
+
+class NumericalError(LinrecError, ArithmeticError):
+    """A solve failed numerically (a singular or indefinite system) even after linrec's safe
+    retries; the message says why and which setting avoids it."""

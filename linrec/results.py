@@ -1,4 +1,5 @@
-"""Run records: write results.json atomically, read them back, collect many runs into one table."""
+"""Run records: build and write a run directory (results.json, ranks, model) atomically, read
+them back, and collect many runs and studies into one table."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 import os
 import platform
 import socket
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,8 @@ from linrec.errors import DataError
 
 RESULTS_FILE = "results.json"
 FAILED_FILE = "FAILED"
+RANKS_FILE = "ranks.npz"
+STUDY_FILE = "study.json"
 
 
 def _jsonable(obj: Any) -> Any:
@@ -51,19 +55,61 @@ def mark_failed(run_dir: str | Path, message: str) -> None:
     write_text_atomic(run_dir / FAILED_FILE, message.rstrip() + "\n")
 
 
+#: the distributions whose versions a results.json records (those installed)
+_LIBRARIES = ("numpy", "scipy", "scikit-learn", "torch", "implicit", "hydra-core", "omegaconf",
+              "threadpoolctl", "cvxpy", "clarabel", "pandas", "joblib")
+
+
+def _library_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for name in _LIBRARIES:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return versions
+
+
+def source_revision() -> dict[str, Any]:
+    """linrec's version, and the git commit of its source tree (with a dirty flag) when linrec
+    runs from a git checkout."""
+    import subprocess
+
+    from linrec import __version__
+
+    info: dict[str, Any] = {"version": __version__}
+    root = Path(__file__).resolve().parents[1]
+    if (root / ".git").exists():
+        try:
+            git = ["git", "-C", str(root)]
+            commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                                    timeout=10, check=True).stdout.strip()
+            dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=10,
+                                   check=True).stdout.strip()
+            info.update(commit=commit, dirty=bool(dirty))
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return info
+
+
 def environment_info() -> dict[str, Any]:
-    """Library versions, thread settings and host of this process (for results.json)."""
-    import scipy
-    import sklearn
+    """Provenance of this process for results.json: linrec's version and source commit, the
+    versions of the libraries, thread settings, host and time."""
+    from datetime import datetime, timezone
+
+    from linrec.hardware import cpu_cores
 
     info: dict[str, Any] = {
+        "linrec": source_revision(),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "scikit-learn": sklearn.__version__,
-        "cpu_count": os.cpu_count(),
+        "libraries": _library_versions(),
+        "cpu_cores": cpu_cores(),
         "env_threads": {
             k: os.environ[k]
             for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -79,16 +125,43 @@ def environment_info() -> dict[str, Any]:
         ]
     except Exception:  # threadpoolctl is optional information only
         pass
-    import sys
-
-    if "torch" in sys.modules:  # report torch only when the run used it
-        torch = sys.modules["torch"]
-        info["torch"] = torch.__version__
-        info["torch_threads"] = torch.get_num_threads()
-    from linrec import __version__
-
-    info["linrec"] = __version__
+    if "torch" in sys.modules:  # torch's thread count only when the run used it
+        info["torch_threads"] = sys.modules["torch"].get_num_threads()
     return info
+
+
+def run_record(*, dataset: Mapping[str, Any], model: str, report: Any,
+               timings: Mapping[str, float], config: Mapping[str, Any], seed: int,
+               overrides: Iterable[str] = (), study: Mapping[str, Any] | None = None
+               ) -> dict[str, Any]:
+    """The results.json record of one run: dataset, model, the EvalReport's splits and
+    selection, timings, provenance, seed, overrides and the resolved config; `study` (name,
+    label, grid point) for a run that is part of a study."""
+    record: dict[str, Any] = {"dataset": dict(dataset), "model": model, **report.to_json(),
+                              "timings": dict(timings), "environment": environment_info(),
+                              "seed": seed, "overrides": list(overrides),
+                              "config": dict(config)}
+    if study is not None:
+        record["study"] = dict(study)
+    return record
+
+
+def write_run(run_dir: str | Path, record: Mapping[str, Any], report: Any, *,
+              save_ranks: bool = True, model: Any = None) -> Path:
+    """Write a run directory: ranks.npz (and ranks_<split>.npz), model.pkl when `model` is
+    given, then results.json last, so that a complete results.json means a complete run; an
+    earlier FAILED marker is removed."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if save_ranks:
+        for split_name, split in report.splits.items():
+            name = RANKS_FILE if split_name == "test" else f"ranks_{split_name}.npz"
+            split.rank_table.save_npz(run_dir / name)
+    if model is not None:
+        model.save(run_dir / "model.pkl")
+    path = write_json_atomic(run_dir / RESULTS_FILE, record)
+    (run_dir / FAILED_FILE).unlink(missing_ok=True)
+    return path
 
 
 def read_results(path: str | Path) -> dict[str, Any]:
@@ -111,6 +184,11 @@ def find_results(dirs: Iterable[str | Path]) -> list[Path]:
     return sorted(found)
 
 
+def find_studies(dirs: Iterable[str | Path]) -> list[Path]:
+    """Every study.json below the given directories, sorted."""
+    return sorted(p for d in map(Path, dirs) if d.is_dir() for p in d.rglob(STUDY_FILE))
+
+
 def _override_columns(record: Mapping[str, Any]) -> dict[str, str]:
     cols = {}
     for item in record.get("overrides", []) or []:
@@ -122,15 +200,20 @@ def _override_columns(record: Mapping[str, Any]) -> dict[str, str]:
 def collect(
     dirs: Iterable[str | Path], split: str = "test"
 ) -> tuple[list[str], list[dict[str, Any]]]:
-    """One row per run: run directory, overridden parameters, dataset, model and the exact metrics
-    of `split`. Returns (columns, rows)."""
+    """One row per run, the runs of studies included: run directory, overridden parameters (for
+    a study's run: the study, the run's label and grid point), dataset, model and the exact
+    metrics of `split`. Returns (columns, rows)."""
     rows: list[dict[str, Any]] = []
     for path in find_results(dirs):
         rec = read_results(path)
         row: dict[str, Any] = {"run": str(path.parent)}
         row.update(_override_columns(rec))
+        study = rec.get("study")
+        if study:
+            row.update({"study": study.get("name"), "label": study.get("label"),
+                        **study.get("point", {})})
         row["dataset"] = rec.get("dataset", {}).get("name")
-        row["model"] = rec.get("config", {}).get("model", {}).get("name")
+        row["model"] = rec.get("model")
         exact = rec.get("splits", {}).get(split, {}).get("exact", {})
         row.update({k: v for k, v in exact.items()})
         row["fit_s"] = rec.get("timings", {}).get("fit")
@@ -206,17 +289,16 @@ def format_run_table(record: Mapping[str, Any]) -> str:
                 f"{cells[(name, k)]:>9.4f}" if (name, k) in cells else " " * 9 for k in ks
             )
             lines.append(f"{name:<18}{row}")
-        sampled = block.get("sampled")
-        if sampled:
-            lines += ["", _format_sampled(split_name, sampled)]
+        for label, sampled in (block.get("sampled") or {}).items():
+            lines += ["", _format_sampled(split_name, label, sampled)]
     return "\n".join(lines)
 
 
-def _format_sampled(split_name: str, sampled: Mapping[str, Any]) -> str:
+def _format_sampled(split_name: str, label: str, sampled: Mapping[str, Any]) -> str:
     proto = sampled.get("protocol", {})
     estimators = list(sampled.get("estimators", {}))
     head = (
-        f"{split_name} sampled: n={proto.get('sample_size')}, {proto.get('repeats')} repeats, "
+        f"{split_name} sampled, {label} ({proto.get('method')}), {proto.get('repeats')} repeats, "
         f"target-level metrics; mean over repeats (ARE = avg. relative error over "
         f"K=1..{proto.get('k_max')}, %)"
     )

@@ -1,4 +1,4 @@
-"""Benchmark of exact full-ranking evaluation (linrec.eval.evaluator / ranks / metrics).
+"""Benchmark of exact full-ranking evaluation (linrec.eval.exact / ranks / metrics).
 
 Data: n_items items, n_users evaluation users with ML-20M-like activity (log-normal, median 40,
 at least 5 items, popularity-skewed items), split 80 % fold-in / 20 % held out (strong
@@ -8,7 +8,7 @@ scorer (foldin @ V) @ V^T of similar cost. A random W puts targets anywhere in t
 hardest case for the rank kernel. Rows:
 
   (a) scoring alone (the model's batches, nothing else);
-  (b) evaluate_split: score + mask + global ranks + all exact metrics at K in {1,5,10,20,50,100};
+  (b) evaluate_exact: score + mask + global ranks + all exact metrics at K in {1,5,10,20,50,100};
   (c) reference: a per-user Python loop (mask, lexsort of the row by (-score, key), positions,
       metrics) on a subset of users, extrapolated; compared with the vectorised rank + metrics
       on the same users, interleaved, best of 3 (the machine is shared).
@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from linrec.data.splits import EvalSet
-from linrec.eval.evaluator import evaluate_split
+from linrec.eval.exact import evaluate_exact
 from linrec.eval.metrics import EXACT_METRICS, exact_metrics
 from linrec.eval.ranks import (
     BatchKeys,
@@ -134,7 +134,7 @@ def main() -> None:
         pass
     score_alone = time.perf_counter() - t0
 
-    result = evaluate_split(model, evalset, ks=KS, metrics=EXACT_METRICS, seed=args.seed,
+    result = evaluate_exact(model, evalset, ks=KS, metrics=EXACT_METRICS, seed=args.seed,
                             users_known=False, memory_budget_mb=args.memory_budget_mb)
     tm = result.timings
     overhead = tm["rank"] + tm["metrics"]
@@ -175,7 +175,7 @@ def main() -> None:
 
     rows = [
         ("(a) scoring alone", score_alone, n_users),
-        ("(b) evaluate_split total", tm["total"], n_users),
+        ("(b) evaluate_exact total", tm["total"], n_users),
         ("    of which score", tm["score"], n_users),
         ("    of which mask + rank", tm["rank"], n_users),
         ("    of which metrics", tm["metrics"], n_users),
@@ -191,7 +191,7 @@ def main() -> None:
     print(f"per-user loop / vectorised (rank + metrics), same {n_reference} users, interleaved, "
           f"best of 3: {speedup:.1f}x (target >= 20x)")
     print(f"max |reference - vectorised| over {n_reference} users, all metrics: {worst:.2e} "
-          f"(evaluate_split: {worst_full:.2e})")
+          f"(evaluate_exact: {worst_full:.2e})")
 
 
 if __name__ == "__main__":

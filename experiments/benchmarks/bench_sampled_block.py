@@ -4,11 +4,11 @@ items, 2 cores).
 
 Synthetic data (`linrec.data.sources.load_source("synthetic")`), a holdout (or leave-one-out)
 split, EASE(lam=500, float32) fitted in this process, then one evaluator pass
-(`linrec.eval.evaluator.evaluate_split`) with two timed hooks: the `SampledRankHook` of the run's
-`SampledEvaluation` (the fast path) and `ReferenceHook`, the straightforward implementation the
+(`linrec.eval.exact.evaluate_exact`) with two timed hooks: the `SampledRankHook` of the run's
+`SampledBlock` (the fast path) and `ReferenceHook`, the straightforward implementation the
 hook had before (dense exclusion mask per batch, every sampled item that beats the target looked up
 in it). Both must give identical sampled ranks ("agree"). Then the estimator loop of
-`SampledEvaluation.report` (each configured estimator once per repeat).
+`SampledBlock.settings` (each configured estimator once per repeat, and the adaptive setting).
 
 Rows: EASE fit, scoring, exact ranking, each hook, each estimator, the whole sampled block (fast
 hook + report) and its ratio to the fit.
@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-import linrec.eval.sampled as sampled_module
-from linrec.config import SampledConfig
+import linrec.eval.sampled_block as sampled_module
 from linrec.data.sources import load_source
 from linrec.data.splits import holdout, leave_one_out
-from linrec.eval.evaluator import evaluate_split
-from linrec.eval.sampled import SampledEvaluation
+from linrec.eval.configs import SampledConfig
+from linrec.eval.exact import evaluate_exact
 from linrec.eval.negatives import NegativeSampler, canonical_targets
+from linrec.eval.sampled_block import SampledBlock
 from linrec.eval.sampled_ranks import SampledRankHook
 from linrec.models.ease import EASE
 
@@ -98,8 +98,8 @@ class Timed:
 
 
 def _count_estimator_cpu() -> dict[str, float]:
-    """Wrap the `estimate` that SampledEvaluation.report calls so that the CPU seconds of each
-    estimator are added up (report() itself records wall seconds only)."""
+    """Wrap the `estimate` that SampledBlock.settings calls so that the CPU seconds of each
+    estimator are added up (settings() itself records wall seconds only)."""
     cpu: dict[str, float] = {}
     estimate = sampled_module.estimate
 
@@ -150,21 +150,22 @@ def main() -> None:
     fit_s, fit_cpu = time.perf_counter() - t0, time.process_time() - c0
 
     cfg = SampledConfig(repeats=args.repeats, pool=args.pool)
-    sampled = SampledEvaluation(cfg, evalset=evalset, n_items=n_items)
+    sampled = SampledBlock(cfg, evalset=evalset, n_items=n_items)
     fast = Timed(sampled.hooks()[0])
     hooks = [fast]
     reference = None
     if not args.no_reference:
         reference = Timed(ReferenceHook(sampled.hooks()[0], n_items, cfg.seed))
         hooks.append(reference)
-    result = evaluate_split(model, evalset, ks=[10, 20, 50, 100], metrics=["recall", "ndcg"],
+    result = evaluate_exact(model, evalset, ks=[10, 20, 50, 100], metrics=["recall", "ndcg"],
                             seed=0, users_known=True, batch_hooks=hooks,
                             memory_budget_mb=args.memory_budget_mb)
     estimator_cpu = _count_estimator_cpu()
     t0, c0 = time.perf_counter(), time.process_time()
-    block = sampled.report(result.rank_table)
+    settings = sampled.settings(result.rank_table)
     report_s, report_cpu = time.perf_counter() - t0, time.process_time() - c0
-    estimator_s = sum(block["timings"].values())
+    timings = {name: s for setting in settings.values() for name, s in setting.timings.items()}
+    estimator_s = sum(timings.values())
 
     agree = "-"
     if reference is not None:
@@ -181,8 +182,8 @@ def main() -> None:
     ]
     rows += [(f"estimator {name} ({args.repeats} repeats)", seconds,
               estimator_cpu.get(name, nan), "")
-             for name, seconds in block["timings"].items()]
-    rows.append(("report() outside the estimators", report_s - estimator_s, nan, ""))
+             for name, seconds in timings.items()]
+    rows.append(("settings() outside the estimators", report_s - estimator_s, nan, ""))
     rows.append(("sampled block (fast hook + report)", sampled_block, fast.cpu + report_cpu,
                  f"{100 * sampled_block / fit_s:.1f} % of the fit (CPU: "
                  f"{100 * (fast.cpu + report_cpu) / fit_cpu:.1f} %)"))
@@ -193,7 +194,8 @@ def main() -> None:
                      f"{100 * old_cpu / fit_cpu:.1f} %)"))
     width = max(len(r[0]) for r in rows)
     print(f"\nN={n_items}, M={len(result.rank_table)} targets, {evalset.n_users} users, "
-          f"sample_size={cfg.sample_size}, pool={cfg.pool}, peak RSS {_peak_rss_gb():.2f} GB")
+          f"sample_sizes={list(cfg.sample_sizes)}, pool={cfg.pool}, "
+          f"peak RSS {_peak_rss_gb():.2f} GB")
     print(f"{'step':<{width}}  {'wall s':>8}  {'CPU s':>8}  note")
     for name, seconds, cpu, note in rows:
         print(f"{name:<{width}}  {seconds:8.3f}  {cpu:8.3f}  {note}")

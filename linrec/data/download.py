@@ -141,13 +141,13 @@ def locate(
     cache path to place the file at, and `override_hint` (how to point linrec at a local copy).
     """
     if not isinstance(download, bool):  # a string such as 'no' would be truthy
-        raise ConfigError(f"data.source.download must be true or false, got {download!r}")
+        raise ConfigError(f"data.download must be true or false, got {download!r}")
     target = download_path(remote.filename, cache_dir)
     if download or target.exists():
         return fetch(remote.url, remote.sha256, remote.filename, cache_dir, hint=override_hint)
     raise DownloadError(
         f"{dataset}: {remote.filename} is not in the cache. Either download it from {remote.url} "
-        f"and place it at {target}, or let linrec download it (data.source.download=true), or "
+        f"and place it at {target}, or let linrec download it (data.download=true), or "
         f"point at your copy: {override_hint}"
     )
 

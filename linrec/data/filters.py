@@ -12,16 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from linrec.data.configs import FiltersConfig
 from linrec.data.interactions import Interactions, check_nonempty
 from linrec.errors import ConfigError, DataError
-
-#: keys of the `filters` config group and their defaults (no filtering)
-FILTER_DEFAULTS: dict[str, Any] = {
-    "min_rating": None,
-    "min_user_interactions": 0,
-    "min_item_interactions": 0,
-    "iterative": True,
-}
 
 
 def binarize(inter: Interactions, min_rating: float) -> Interactions:
@@ -75,42 +68,15 @@ def kcore(
     return kept.compact()
 
 
-def apply_filters(inter: Interactions, cfg: Mapping[str, Any] | None) -> Interactions:
-    """Apply the `filters` config group (keys of FILTER_DEFAULTS): binarize, then k-core.
-
-    Returns compacted Interactions; ConfigError for an unknown key, DataError when empty.
-    """
-    params = resolve_filter_config(cfg)
-    if params["min_rating"] is not None:
-        inter = binarize(inter, float(params["min_rating"]))
-    if params["min_user_interactions"] > 0 or params["min_item_interactions"] > 0:
-        inter = kcore(
-            inter,
-            params["min_user_interactions"],
-            params["min_item_interactions"],
-            iterative=params["iterative"],
-        )
+def apply_filters(inter: Interactions, cfg: FiltersConfig | Mapping[str, Any] | None
+                  ) -> Interactions:
+    """Apply the `filters` config (`FiltersConfig`, or a mapping of its fields): binarize, then
+    k-core. Returns compacted Interactions; ConfigError for an unknown key, DataError when
+    empty."""
+    params = FiltersConfig.from_mapping(cfg or {})
+    if params.min_rating is not None:
+        inter = binarize(inter, float(params.min_rating))
+    if params.min_user_interactions > 0 or params.min_item_interactions > 0:
+        inter = kcore(inter, params.min_user_interactions, params.min_item_interactions,
+                      iterative=params.iterative)
     return inter.compact()
-
-
-def resolve_filter_config(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
-    """FILTER_DEFAULTS updated with cfg; ConfigError for an unknown key or a bad value."""
-    cfg = dict(cfg or {})
-    unknown = sorted(set(cfg) - set(FILTER_DEFAULTS))
-    if unknown:
-        raise ConfigError(
-            f"unknown filters key(s) {unknown}; allowed: {sorted(FILTER_DEFAULTS)}"
-        )
-    params = {**FILTER_DEFAULTS, **{k: v for k, v in cfg.items()}}
-    for key in ("min_user_interactions", "min_item_interactions"):
-        value = params[key] if params[key] is not None else 0
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise ConfigError(f"filters.{key} must be an integer >= 0, got {params[key]!r}")
-        params[key] = int(value)
-    min_rating = params["min_rating"]
-    if min_rating is not None and (isinstance(min_rating, bool)
-                                   or not isinstance(min_rating, (int, float))):
-        raise ConfigError(f"filters.min_rating must be a number or null, got {min_rating!r}")
-    if not isinstance(params["iterative"], bool):
-        raise ConfigError(f"filters.iterative must be true or false, got {params['iterative']!r}")
-    return params

@@ -1,27 +1,22 @@
-"""prepare_data(cfg): source -> filters -> split protocol, cached under $LINREC_DATA/splits/.
+"""prepare_data(config): source -> filters -> split protocol, cached under $LINREC_DATA/splits/.
 
-The `data` config group (a plain mapping or an OmegaConf DictConfig):
+`config` is a `DataConfig` (linrec.data.configs), or a plain mapping of its fields such as
 
-    name: synthetic                       # label of the prepared data
-    source: {name: synthetic, ...}        # linrec.data.sources.load_source(name, **params)
-    filters: {min_rating: null, min_user_interactions: 0, min_item_interactions: 0,
-              iterative: true}
-    split: {kind: holdout|loo|strong|predefined, seed: 12345, <protocol params>}
-    cache: true
+    {"source": {"name": "synthetic", ...}, "filters": {...},
+     "split": {"kind": "holdout" | "loo" | "strong" | "predefined", ...}, "cache": True}
 
-`split` keys other than `kind` are the keyword arguments of the protocol function
-(`SPLIT_PROTOCOLS[kind]`); an unknown kind or parameter raises ConfigError.
+(an OmegaConf DictConfig is a mapping). Unknown names and bad values raise ConfigError before
+anything is loaded.
 """
 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import logging
 import os
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +25,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from linrec.atomic import atomic_open
-from linrec.data.filters import FILTER_DEFAULTS, apply_filters, resolve_filter_config
+from linrec.data.configs import DataConfig, FiltersConfig, PredefinedSplit, SplitConfig
+from linrec.data.filters import apply_filters
 from linrec.data.interactions import Interactions, PredefinedSplitData
 from linrec.data.splits import (
     EvalSet,
@@ -44,20 +40,15 @@ from linrec.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-#: split.kind -> protocol function; its keyword arguments are the allowed split.* parameters
+#: split.kind -> protocol function; its keyword arguments are the fields of the split config
 SPLIT_PROTOCOLS: dict[str, Callable[..., Split]] = {
     "holdout": holdout,
     "loo": leave_one_out,
     "strong": strong_generalization,
     "predefined": predefined,
 }
-DATA_KEYS = ("name", "source", "filters", "split", "cache")
-#: short keys a data group's yaml may offer and interpolate into `source` (`data.path=...` for
-#: `data.source.path=...`); the pipeline reads them only through `source`
-SHORTCUT_KEYS = ("path", "variant", "download", "user_col", "item_col", "rating_col",
-                 "timestamp_col", "sep")
 #: bump when the cache layout or a protocol's output changes: old cache files are then ignored
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -73,54 +64,47 @@ class PreparedData:
     stats: dict[str, Any]
 
 
-def prepare_data(cfg: Mapping[str, Any]) -> PreparedData:
-    """Load, filter and split the data of the `data` config group (see module docstring).
+def data_config(config: DataConfig | Mapping[str, Any]) -> DataConfig:
+    """The checked DataConfig of a config or a mapping of its fields."""
+    return config if isinstance(config, DataConfig) else DataConfig.from_mapping(config)
 
-    With cache: true (default) the result is read from / written to
-    `cache_path(cfg)`; an unreadable or corrupt cache file is rebuilt."""
-    if not isinstance(cfg, Mapping):
-        raise ConfigError(f"data must be a mapping with keys {list(DATA_KEYS)}, got {cfg!r}")
-    config = {k: v for k, v in _plain(cfg).items() if k not in SHORTCUT_KEYS}
-    unknown = sorted(set(config) - set(DATA_KEYS))
-    if unknown:
-        raise ConfigError(f"unknown data key(s) {unknown}; allowed: {list(DATA_KEYS)}")
-    protocol, split_params = _resolve_split(config.get("split"))
-    resolve_filter_config(config.get("filters"))  # fail before loading anything
-    source_cfg = config.get("source")
-    if not isinstance(source_cfg, dict) or not source_cfg.get("name"):
-        raise ConfigError(f"data.source must be a mapping with a 'name', got {source_cfg!r}")
-    name = str(config.get("name") or source_cfg["name"])
-    use_cache = config.get("cache", True)
-    if not isinstance(use_cache, bool):
-        raise ConfigError(f"data.cache must be true or false, got {use_cache!r}")
 
+def prepare_data(config: DataConfig | Mapping[str, Any]) -> PreparedData:
+    """Load, filter and split the data (see the module docstring).
+
+    With cache (default) the result is read from / written to `cache_path(config)`; an
+    unreadable or corrupt cache file is rebuilt."""
+    config = data_config(config)
+    name = config.dataset_name()
     path = cache_path(config)
-    if use_cache and path.exists():
+    if config.cache and path.exists():
         try:
-            return _read_cache(path, name)
+            prepared = _read_cache(path, name)
+            log.info("data %s (cached split %s): %s", name, path, prepared.stats)
+            return prepared
         except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
             log.warning("split cache %s is unreadable (%s); rebuilding it", path, err)
 
-    source_params = {k: v for k, v in source_cfg.items() if k != "name"}
     from linrec.data import sources  # late import: the readers are heavy and optional
 
-    data = sources.load_source(source_cfg["name"], **source_params)
-    split, stats = _build_split(data, config.get("filters"), protocol, split_params)
+    data = sources.load_source(config.resolved_source())
+    split, stats = _build_split(data, config.filters, config.split)
     prepared = PreparedData(name, split, stats)
-    if use_cache:
+    if config.cache:
         _write_cache(path, prepared)
-    log.info("prepared %s: %s", name, stats)
+    log.info("data %s: %s", name, stats)
     return prepared
 
 
-def cache_path(cfg: Mapping[str, Any]) -> Path:
-    """$LINREC_DATA/splits/<first 16 hex of sha256(canonical JSON of cfg without 'cache')>.npz
-    ($LINREC_DATA defaults to ~/.cache/linrec)."""
-    config = {k: v for k, v in _plain(cfg).items() if k not in ("cache", *SHORTCUT_KEYS)}
-    source_path = (config.get("source") or {}).get("path")
+def cache_path(config: DataConfig | Mapping[str, Any]) -> Path:
+    """$LINREC_DATA/splits/<first 16 hex of sha256(canonical JSON of what the split depends on:
+    source, filters, split, the data files' sizes and times)>.npz ($LINREC_DATA defaults to
+    ~/.cache/linrec)."""
+    config = data_config(config)
+    key = config.cache_key_data()
     try:
-        canonical = json.dumps({"cache_version": CACHE_VERSION, "data": config,
-                                "files": _file_fingerprint(source_path)},
+        canonical = json.dumps({"cache_version": CACHE_VERSION, "data": key,
+                                "files": _file_fingerprint(key["source"].get("path"))},
                                sort_keys=True, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"data config is not plain JSON data ({err})") from err
@@ -160,84 +144,44 @@ def split_stats(split: Split) -> dict[str, Any]:
     return stats
 
 
-# ---------------------------------------------------------------------------------------------
-
-
-def _resolve_split(split_cfg: Any) -> tuple[Callable[..., Split], dict[str, Any]]:
-    """(protocol function, its keyword arguments) from the `split` config; ConfigError when the
-    kind or a parameter is unknown."""
-    if not isinstance(split_cfg, dict) or "kind" not in split_cfg:
-        raise ConfigError(
-            f"data.split must be a mapping with a 'kind' in {sorted(SPLIT_PROTOCOLS)}, "
-            f"got {split_cfg!r}"
-        )
-    params = dict(split_cfg)
-    kind = params.pop("kind")
-    if kind not in SPLIT_PROTOCOLS:
-        raise ConfigError(f"unknown data.split.kind {kind!r}; allowed: {sorted(SPLIT_PROTOCOLS)}")
-    protocol = SPLIT_PROTOCOLS[kind]
-    allowed = list(inspect.signature(protocol).parameters)[1:]
-    unknown = sorted(set(params) - set(allowed))
-    if unknown:
-        raise ConfigError(
-            f"unknown data.split parameter(s) {unknown} for kind {kind!r}; allowed: {allowed}"
-        )
-    seed = params.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigError(f"data.split.seed must be an integer >= 0, got {seed!r}")
-    return protocol, params
-
-
 def _build_split(
     data: Interactions | PredefinedSplitData,
-    filters_cfg: Mapping[str, Any] | None,
-    protocol: Callable[..., Split],
-    split_params: dict[str, Any],
+    filters: FiltersConfig,
+    split_config: SplitConfig,
 ) -> tuple[Split, dict[str, Any]]:
-    is_predefined = protocol is predefined
+    is_predefined = isinstance(split_config, PredefinedSplit)
     if isinstance(data, PredefinedSplitData) and not is_predefined:
         raise ConfigError(
             f"source {data.name!r} gives a published train/test split; set data.split.kind: "
-            "predefined"
+            "predefined (data/split=predefined)"
         )
     if not isinstance(data, PredefinedSplitData) and is_predefined:
         raise ConfigError(
             "data.split.kind: predefined needs a source with published train/test files "
             f"(lightgcn, ncf); source {data.name!r} gave plain interactions"
         )
+    protocol = SPLIT_PROTOCOLS[split_config.kind]
     if is_predefined:
-        if resolve_filter_config(filters_cfg) != FILTER_DEFAULTS:
+        if filters != FiltersConfig():
             raise ConfigError(
                 "data.filters are not applied to a predefined split (its files are already "
-                f"filtered); reset them to {FILTER_DEFAULTS}"
+                f"filtered); reset them to {FiltersConfig().to_dict()}"
             )
-        split = protocol(data, **split_params)
+        split = protocol(data, **split_config.protocol_params())
         counts = {
             "n_users": int(split.train.shape[0]),
             "n_items": int(split.n_items),
             "n_interactions": int(data.train.n_interactions + data.test.n_interactions),
         }
     else:
-        filtered = apply_filters(data, filters_cfg)
-        split = protocol(filtered, **split_params)
+        filtered = apply_filters(data, filters)
+        split = protocol(filtered, **split_config.protocol_params())
         counts = {
             "n_users": filtered.n_users,
             "n_items": filtered.n_items,
             "n_interactions": filtered.n_interactions,
         }
     return split, {**counts, **split_stats(split)}
-
-
-def _plain(value: Any) -> Any:
-    """Mappings -> dicts with str keys, sequences -> lists, numpy scalars -> Python scalars
-    (an OmegaConf DictConfig is a Mapping)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 # --- cache file: one .npz without pickles; meta (JSON) holds a sha256 of every array ---------
@@ -322,5 +266,4 @@ def _read_cache(path: Path, name: str) -> PreparedData:
         user_ids=arrays.get("user_ids"),
         item_ids=arrays.get("item_ids"),
     )
-    log.info("read split %s from cache %s", name, path)
-    return PreparedData(meta["name"], split, meta["stats"])
+    return PreparedData(name, split, meta["stats"])

@@ -79,6 +79,23 @@ def check_metrics(metrics: Sequence[str]) -> tuple[str, ...]:
     return metrics
 
 
+def parse_metric_key(key: str, where: str = "metric") -> tuple[str, int | None]:
+    """'ndcg@100' -> ('ndcg', 100); 'auc' -> ('auc', None). ConfigError for anything else."""
+    name, _, k = str(key).partition("@")
+    if name not in EXACT_METRICS or (name != "auc" and not k.isdigit()) or (k and int(k) <= 0):
+        raise ConfigError(
+            f"{where}={key!r}: expected <metric>@<K> with metric in {list(EXACT_METRICS)}"
+            " and K a positive integer, or 'auc'"
+        )
+    return name, (int(k) if k else None)
+
+
+def resolve_selection(selection: str, n_items: int) -> str:
+    """The selection key a run reports: K is lowered to n_items when the catalogue is smaller."""
+    name, k = parse_metric_key(selection, where="eval.selection")
+    return selection if k is None or k <= n_items else f"{name}@{n_items}"
+
+
 @dataclass(frozen=True)
 class ExactMetrics:
     """means: {"ndcg@100": mean over users with >= 1 target, ..., "auc": ...};

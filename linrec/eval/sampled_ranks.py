@@ -138,7 +138,7 @@ class SampledRankHook:
     """Evaluator hook: sampled ranks of every target of `eval_set`, for each repeat.
 
     Called once per scoring batch as hook(rows, scores, keys, batch_ranks) (the protocol of
-    `linrec.eval.evaluator`): rows int (B,) positions of the batch's users in eval_set, scores
+    `linrec.eval.exact`): rows int (B,) positions of the batch's users in eval_set, scores
     (B, n_items) (fold-in entries may be -inf or not), keys the batch's tie-break keys
     (`BatchKeys` or an array); batch_ranks is not used. Fold-in items and the user's other
     targets never beat a target (they rank below every candidate, spec §0.3). After the pass,

@@ -11,6 +11,18 @@ import numpy as np
 from linrec.errors import ConfigError
 from linrec.eval._checks import as_rng, check_ranks, check_sample_size
 
+#: domain tag of the adaptive simulation's streams (set apart from the fixed-size ones)
+_ADAPTIVE_SEED_TAG = 0xADA9
+
+
+def repeat_rng(seed: int, repeat: int, sample_size: int | None = None) -> np.random.Generator:
+    """The generator of one repeat of a simulated sample: default_rng([seed, repeat, n]) for a
+    fixed sample size n, default_rng([seed, 0xADA9, repeat]) for an adaptive sample. Every
+    simulation of linrec (the run's sampled block, the studies) draws from these streams."""
+    if sample_size is None:
+        return np.random.default_rng([seed, _ADAPTIVE_SEED_TAG, repeat])
+    return np.random.default_rng([seed, repeat, sample_size])
+
 
 def simulate_sampled_ranks(
     global_ranks: np.ndarray,

@@ -17,98 +17,26 @@ where S are the row's interactions, q / l the per-interaction quadratic / linear
 from __future__ import annotations
 
 import math
-import os
 import time
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from linrec.errors import ConfigError, DataError
-from linrec.models.base import Recommender
-
-if TYPE_CHECKING:
-    from linrec.data.splits import EvalSet
+from linrec.models.base import Recommender, Validation, binary_pattern
+from linrec.models.configs import TAU_MAX, DebiasedIALSConfig, IALSConfig, WMFConfig
+from linrec.models.linalg import thread_count
 
 #: memory for the arrays of one block. CG re-reads the gathered factors (B, L, k) 2(steps + 1)
 #: times, so its blocks are small enough to stay in cache; Cholesky forms B k x k systems once.
 _BLOCK_BYTES = {"cg": 2 << 20, "cholesky": 32 << 20}
-#: τ⁺ is clipped to [0, 1 − 1e-6] in every prior mode (losses.md §0)
-_TAU_MAX = 1.0 - 1e-6
-_SOLVERS = ("cholesky", "cg")
-_BACKENDS = ("numpy", "torch")
-_PRIORS = ("ratio_alpha", "count_k", "fixed")
-
-
-# --------------------------------------------------------------------------------------------
-# Parameter checks
-
-
-def _check_int(value: Any, field: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ConfigError(f"{field}={value!r} must be an integer >= {minimum}")
-    return int(value)
-
-
-def _check_real(value: Any, field: str, low: float = 0.0, high: float = math.inf,
-                low_open: bool = False, high_open: bool = False) -> float:
-    """float(value) if it is finite and inside the interval, else ConfigError naming `field`."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = math.nan
-    ok = (math.isfinite(number) and (number > low if low_open else number >= low)
-          and (number < high if high_open else number <= high))
-    if not ok:
-        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-        raise ConfigError(f"{field}={value!r} must be a finite number in {interval}")
-    return number
-
-
-def _check_choice(value: Any, field: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ConfigError(f"{field}={value!r} must be one of {list(choices)}")
-    return str(value)
-
-
-def _check_dtype(value: Any, field: str) -> str:
-    try:
-        dtype = np.dtype(value)
-    except TypeError:
-        dtype = None
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ConfigError(f"{field}={value!r} must be 'float32' or 'float64'")
-    return dtype.name
-
-
-def _binary_csr(matrix: sp.spmatrix, where: str, n_items: int | None = None) -> sp.csr_matrix:
-    """The interaction pattern of `matrix` as a CSR of ones (values are ignored: implicit data)."""
-    if not sp.issparse(matrix):
-        raise DataError(f"{where}: expected a scipy.sparse users x items matrix, "
-                        f"got {type(matrix).__name__}")
-    if n_items is not None and matrix.shape[1] != n_items:
-        raise DataError(f"{where}: matrix has {matrix.shape[1]} columns but the model was fitted "
-                        f"on {n_items} items")
-    csr = sp.csr_matrix(matrix, copy=True)
-    csr.eliminate_zeros()
-    csr.sum_duplicates()
-    csr.data = np.ones_like(csr.data, dtype=np.float64)
-    return csr
-
-
-def _n_threads(num_threads: int) -> int:
-    if num_threads > 0:
-        return num_threads
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -295,15 +223,14 @@ class _FactorModel(Recommender):
     def solve_users(self, foldin: sp.csr_matrix) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
+    def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
         """Scores (rows x n_items) of the users (see the class docstring)."""
-        self._check_fitted()
         if users is None:
             return self.solve_users(foldin) @ self.item_factors_.T
         users = np.asarray(users)
         n_users = self.user_factors_.shape[0]
         if users.ndim != 1 or (users.size and (users.min() < 0 or users.max() >= n_users)):
-            raise DataError(f"{type(self).__name__}.score: users must be row ids in "
+            raise DataError(f"{self.name}.score: users must be row ids in "
                             f"[0, {n_users}), got shape {users.shape}")
         return self.user_factors_[users] @ self.item_factors_.T
 
@@ -330,26 +257,7 @@ class IALS(_FactorModel):
     `score(foldin, users=None)` folds users in by the exact (Cholesky) user step.
     """
 
-    def __init__(self, factors: int = 64, reg: float = 0.01, alpha0: float = 0.1,
-                 nu: float = 1.0, epochs: int = 16, solver: str = "cholesky", cg_steps: int = 3,
-                 backend: str = "numpy", block_size: int = 4096, seed: int = 0,
-                 init_std: float = 0.1, dtype: str = "float32", num_threads: int = 0,
-                 record_loss: bool = True) -> None:
-        name = type(self).__name__
-        self.factors = _check_int(factors, f"{name}.factors", 1)
-        self.reg = _check_real(reg, f"{name}.reg")
-        self.alpha0 = _check_real(alpha0, f"{name}.alpha0")
-        self.nu = _check_real(nu, f"{name}.nu")
-        self.epochs = _check_int(epochs, f"{name}.epochs", 1)
-        self.solver = _check_choice(solver, f"{name}.solver", _SOLVERS)
-        self.cg_steps = _check_int(cg_steps, f"{name}.cg_steps", 1)
-        self.backend = _check_choice(backend, f"{name}.backend", _BACKENDS)
-        self.block_size = _check_int(block_size, f"{name}.block_size", 1)
-        self.seed = _check_int(seed, f"{name}.seed", 0)
-        self.init_std = _check_real(init_std, f"{name}.init_std")
-        self.dtype = _check_dtype(dtype, f"{name}.dtype")
-        self.num_threads = _check_int(num_threads, f"{name}.num_threads", 0)
-        self.record_loss = bool(record_loss)
+    config_class = IALSConfig
 
     # -- weights of the objective (overridden by DebiasedIALS) ---------------------------------
 
@@ -367,13 +275,12 @@ class IALS(_FactorModel):
 
     # -- fit --------------------------------------------------------------------------------------
 
-    def fit(self, train: sp.csr_matrix, valid: EvalSet | None = None) -> IALS:
-        """`epochs` sweeps (users, then items) over train (users x items, binary). valid unused."""
-        name = type(self).__name__
-        pattern = _binary_csr(train, f"{name}.fit")
+    def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
+        """`epochs` sweeps (users, then items) over train (users x items, binary)."""
+        pattern = binary_pattern(train, f"{self.name}.fit")
         n_users, n_items = pattern.shape
         if pattern.nnz == 0:
-            raise DataError(f"{name}.fit: train {pattern.shape} has no interactions")
+            raise DataError(f"{self.name}.fit: train {pattern.shape} has no interactions")
         ops = _make_ops(self.backend, self.dtype)
         user_blocks, item_blocks, user_reg, item_reg = self._training_blocks(pattern, ops)
 
@@ -403,7 +310,6 @@ class IALS(_FactorModel):
         self.item_factors_ = ops.numpy(item_factors)
         self.loss_history_ = np.asarray(history)
         self.epoch_seconds_ = np.asarray(seconds)
-        return self
 
     def _training_blocks(self, pattern: sp.csr_matrix, ops: _NumpyOps | _TorchOps
                          ) -> tuple[list[_Block], list[_Block], np.ndarray, np.ndarray]:
@@ -434,7 +340,7 @@ class IALS(_FactorModel):
     @contextmanager
     def _workers(self, ops: _NumpyOps | _TorchOps) -> Iterator[ThreadPoolExecutor]:
         with ops.single_threaded_kernels(), \
-                ThreadPoolExecutor(max_workers=_n_threads(self.num_threads)) as pool:
+                ThreadPoolExecutor(max_workers=thread_count(self.num_threads)) as pool:
             yield pool
 
     # -- one half-sweep --------------------------------------------------------------------------
@@ -457,7 +363,7 @@ class IALS(_FactorModel):
                     out[block.rows] = ops.cholesky_solve(systems, rhs)
                 except _NotPositiveDefinite:
                     raise ConfigError(
-                        f"{type(self).__name__}: an ALS system is not positive definite "
+                        f"{self.name}: an ALS system is not positive definite "
                         f"(reg={self.reg}, alpha0={self.alpha0}); use reg > 0") from None
             else:
                 out[block.rows] = _conjugate_gradient(ops, gathered, block.quad_weights, shift,
@@ -493,11 +399,10 @@ class IALS(_FactorModel):
         """Exact user step (Cholesky): factors (rows x k) of the rows of `interactions`
         (rows x n_items) given `item_factors` (default: the fitted ones)."""
         if item_factors is None:
-            self._check_fitted()
+            self.check_fitted()
             item_factors = self.item_factors_
         item_factors = np.asarray(item_factors)
-        pattern = _binary_csr(interactions, f"{type(self).__name__}.solve_users",
-                              item_factors.shape[0])
+        pattern = binary_pattern(interactions, f"{self.name}.solve_users", item_factors.shape[0])
         counts = np.diff(pattern.indptr)
         confidence = self.confidence(counts, pattern.shape[1])
         return self._exact_side(pattern, np.repeat(self.observed_weight(confidence), counts),
@@ -508,9 +413,9 @@ class IALS(_FactorModel):
         """Exact item step (Cholesky): item factors (n_items x k) given `user_factors`
         (n_users x k) for the users x items matrix `interactions`."""
         user_factors = np.asarray(user_factors)
-        pattern = _binary_csr(interactions, f"{type(self).__name__}.solve_items")
+        pattern = binary_pattern(interactions, f"{self.name}.solve_items")
         if pattern.shape[0] != user_factors.shape[0]:
-            raise DataError(f"{type(self).__name__}.solve_items: {pattern.shape[0]} users in "
+            raise DataError(f"{self.name}.solve_items: {pattern.shape[0]} users in "
                             f"interactions but user_factors has {user_factors.shape[0]} rows")
         by_item = pattern.T.tocsr()
         confidence = self.confidence(np.diff(pattern.indptr), pattern.shape[1])
@@ -522,7 +427,7 @@ class IALS(_FactorModel):
     def _exact_side(self, pattern: sp.csr_matrix, quad_nnz: np.ndarray, lin_nnz: np.ndarray,
                     reg_diag: np.ndarray, fixed: np.ndarray) -> np.ndarray:
         if fixed.ndim != 2 or fixed.shape[1] != self.factors:
-            raise DataError(f"{type(self).__name__}: factors of shape {fixed.shape}, need "
+            raise DataError(f"{self.name}: factors of shape {fixed.shape}, need "
                             f"(n, {self.factors})")
         ops = _make_ops(self.backend, self.dtype)
         blocks = _build_blocks(pattern, quad_nnz, lin_nnz, ops,
@@ -534,11 +439,6 @@ class IALS(_FactorModel):
                         "cholesky")
         return ops.numpy(out)
 
-    # -- scoring ---------------------------------------------------------------------------------
-
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "item_factors_"):
-            raise ConfigError(f"{type(self).__name__} is not fitted: call fit(train) first")
 
 
 
@@ -585,21 +485,7 @@ class DebiasedIALS(IALS):
     α₀' = α₀/((1−α₀)c), λ' = λ/((1−α₀)c) times 1/(1−α₀) (exact for ν = 0).
     """
 
-    def __init__(self, factors: int = 64, reg: float = 0.01, alpha0: float = 0.1,
-                 nu: float = 1.0, epochs: int = 16, solver: str = "cholesky", cg_steps: int = 3,
-                 backend: str = "numpy", block_size: int = 4096, seed: int = 0,
-                 init_std: float = 0.1, dtype: str = "float32", num_threads: int = 0,
-                 record_loss: bool = True, prior: str = "ratio_alpha",
-                 prior_alpha: float = 1.0, prior_k: int = 20, tau_plus: float = 0.001) -> None:
-        super().__init__(factors=factors, reg=reg, alpha0=alpha0, nu=nu, epochs=epochs,
-                         solver=solver, cg_steps=cg_steps, backend=backend,
-                         block_size=block_size, seed=seed, init_std=init_std, dtype=dtype,
-                         num_threads=num_threads, record_loss=record_loss)
-        self.alpha0 = _check_real(alpha0, "DebiasedIALS.alpha0", 0.0, 1.0, high_open=True)
-        self.prior = _check_choice(prior, "DebiasedIALS.prior", _PRIORS)
-        self.prior_alpha = _check_real(prior_alpha, "DebiasedIALS.prior_alpha")
-        self.prior_k = _check_int(prior_k, "DebiasedIALS.prior_k", 0)
-        self.tau_plus = _check_real(tau_plus, "DebiasedIALS.tau_plus", 0.0, _TAU_MAX)
+    config_class = DebiasedIALSConfig
 
     def confidence(self, row_counts: np.ndarray, n_items: int) -> np.ndarray:
         """c_u = τ_u⁺|I|/|I_u⁺| (losses.md §4.1); 1 for empty rows (they have no positives)."""
@@ -610,7 +496,7 @@ class DebiasedIALS(IALS):
             tau = (counts + self.prior_k) / n_items
         else:
             tau = np.full_like(counts, self.tau_plus)
-        tau = np.clip(tau, 0.0, _TAU_MAX)
+        tau = np.clip(tau, 0.0, TAU_MAX)
         return np.where(counts > 0, tau * n_items / np.maximum(counts, 1.0), 1.0)
 
     def observed_weight(self, confidence: np.ndarray) -> np.ndarray:
@@ -636,35 +522,18 @@ class WMF(_FactorModel):
     Fold-in (`users=None`) uses implicit's exact `recalculate_user`.
     """
 
-    def __init__(self, factors: int = 100, reg: float = 100.0, alpha: float = 10.0,
-                 confidence: str = "alpha", iterations: int = 15, seed: int = 0,
-                 use_cg: bool = True, num_threads: int = 0, dtype: str = "float32",
-                 record_loss: bool = False) -> None:
-        self.factors = _check_int(factors, "WMF.factors", 1)
-        self.reg = _check_real(reg, "WMF.reg")
-        self.alpha = _check_real(alpha, "WMF.alpha")
-        self.confidence = _check_choice(confidence, "WMF.confidence",
-                                        ("alpha", "one_plus_alpha"))
-        self.iterations = _check_int(iterations, "WMF.iterations", 1)
-        self.seed = _check_int(seed, "WMF.seed", 0)
-        self.use_cg = bool(use_cg)
-        self.num_threads = _check_int(num_threads, "WMF.num_threads", 0)
-        self.dtype = _check_dtype(dtype, "WMF.dtype")
-        self.record_loss = bool(record_loss)
-        if self.observed_confidence <= 0:
-            raise ConfigError(f"WMF.alpha={alpha!r} gives observed confidence "
-                              f"{self.observed_confidence}; it must be > 0")
+    config_class = WMFConfig
 
     @property
     def observed_confidence(self) -> float:
         """c of an observed entry (missing entries have weight 1)."""
         return self.alpha if self.confidence == "alpha" else 1.0 + self.alpha
 
-    def fit(self, train: sp.csr_matrix, valid: EvalSet | None = None) -> WMF:
-        """`iterations` ALS sweeps of implicit on train (users x items, binary). valid unused."""
+    def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
+        """`iterations` ALS sweeps of implicit on train (users x items, binary)."""
         from implicit.cpu.als import AlternatingLeastSquares
 
-        pattern = _binary_csr(train, "WMF.fit").astype(np.float32)
+        pattern = binary_pattern(train, "wmf.fit").astype(np.float32)
         history: list[float] = []
         with threadpool_limits(limits=1, user_api="blas"), warnings.catch_warnings():
             # implicit warns about BLAS threads once per process; BLAS is limited here
@@ -681,17 +550,12 @@ class WMF(_FactorModel):
         self.user_factors_ = np.asarray(model.user_factors)
         self.item_factors_ = np.asarray(model.item_factors)
         self.loss_history_ = np.asarray(history)
-        return self
-
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "model_"):
-            raise ConfigError("WMF is not fitted: call fit(train) first")
 
     def solve_users(self, foldin: sp.csr_matrix) -> np.ndarray:
         """Exact user factors (rows x k) of the rows of `foldin` with the item factors fixed."""
-        self._check_fitted()
-        pattern = _binary_csr(foldin, "WMF.solve_users",
-                              self.item_factors_.shape[0]).astype(np.float32)
+        self.check_fitted()
+        pattern = binary_pattern(foldin, "wmf.solve_users",
+                                 self.item_factors_.shape[0]).astype(np.float32)
         with threadpool_limits(limits=1, user_api="blas"):
             return np.asarray(self.model_.recalculate_user(np.arange(pattern.shape[0]),
                                                            pattern))

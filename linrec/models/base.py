@@ -1,19 +1,67 @@
-"""The Recommender contract every model follows (ARCHITECTURE §3)."""
+"""The Recommender contract every model follows (ARCHITECTURE.md §3), with the input checks made
+once for every model.
+
+A model is built from its typed config (`linrec.models.configs`): `EASE(lam=300)` or
+`EASE(EASEConfig(lam=300))`; its parameters are the config's fields, readable as attributes
+(`model.lam`). `fit` and `score` are templates: they check the matrices once and call the model's
+`_fit` / `_score`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
 from linrec.atomic import atomic_open
+from linrec.errors import ConfigError, DataError
+from linrec.models.configs import ModelConfig
 
-if TYPE_CHECKING:
-    from linrec.data.splits import EvalSet
+#: a validation callback from the run: model -> score on the validation users (higher is better)
+Validation = Callable[["Recommender"], float]
+
+
+def check_train(train: Any, where: str) -> sp.csr_matrix:
+    """The users x items training matrix as CSR (no copy when it already is one); DataError when
+    it is not a 2-D scipy.sparse matrix with at least one item and finite values."""
+    if not sp.issparse(train) or train.ndim != 2:
+        raise DataError(f"{where}: train must be a 2-D users x items scipy.sparse matrix, got "
+                        f"{type(train).__name__}")
+    matrix = sp.csr_matrix(train)
+    if matrix.shape[1] == 0:
+        raise DataError(f"{where}: train has 0 items (shape {matrix.shape}); need n_items >= 1")
+    if matrix.nnz and not np.all(np.isfinite(matrix.data)):
+        raise DataError(f"{where}: train contains NaN/inf values")
+    return matrix
+
+
+def check_foldin(foldin: Any, n_items: int, where: str) -> sp.csr_matrix:
+    """Fold-in rows (rows x n_items) as CSR; DataError when the columns do not match the
+    catalogue the model was fitted on."""
+    if not sp.issparse(foldin) or foldin.ndim != 2:
+        raise DataError(f"{where}: foldin must be a 2-D rows x items scipy.sparse matrix, got "
+                        f"{type(foldin).__name__}")
+    if foldin.shape[1] != n_items:
+        raise DataError(f"{where}: foldin has {foldin.shape[1]} items, the model was fitted on "
+                        f"{n_items}")
+    return sp.csr_matrix(foldin)
+
+
+def binary_pattern(matrix: Any, where: str, n_items: int | None = None) -> sp.csr_matrix:
+    """The interaction pattern of `matrix` as a CSR copy of float64 ones (implicit data: values
+    are ignored), checked like a training matrix, or like fold-in rows when n_items is given."""
+    csr = check_train(matrix, where) if n_items is None else check_foldin(matrix, n_items, where)
+    csr = csr.copy()
+    csr.eliminate_zeros()
+    csr.sum_duplicates()
+    csr.data = np.ones_like(csr.data, dtype=np.float64)
+    return csr
 
 
 class Recommender(ABC):
@@ -23,21 +71,79 @@ class Recommender(ABC):
     `users` are row ids of `train` when the users were seen in training (weak generalization);
     `users=None` means: fold the users in from `foldin` alone (strong generalization).
     Item-item models ignore `users`.
+
+    Subclasses set `config_class` and implement `_fit(train, validation)` and
+    `_score(foldin, users)`; item-item models also `weights()`.
     """
 
+    config_class: ClassVar[type[ModelConfig]]
     #: whether the model can score users it never saw, from their fold-in rows
     supports_strong_generalization: bool = True
 
-    @abstractmethod
-    def fit(self, train: sp.csr_matrix, valid: EvalSet | None = None) -> Recommender:
-        """Learn from train (users x items, float32 binary). Returns self."""
+    def __init__(self, config: ModelConfig | None = None, /, **params: Any) -> None:
+        if config is None:
+            config = self.config_class.from_mapping(
+                {"name": self.config_class.__dataclass_fields__["name"].default, **params})
+        elif not isinstance(config, self.config_class):
+            raise ConfigError(f"{type(self).__name__} needs a {self.config_class.__name__}, got "
+                              f"{type(config).__name__}")
+        elif params:
+            config = dataclasses.replace(config, **params)
+        self.config = config
+
+    def __getattr__(self, name: str) -> Any:
+        # parameters are read from the config (only reached when normal lookup fails)
+        config = self.__dict__.get("config")
+        if config is not None and name in config.__dataclass_fields__:
+            return getattr(config, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    # -- fit ----------------------------------------------------------------------------------
+
+    def fit(self, train: sp.spmatrix, validation: Validation | None = None) -> Recommender:
+        """Learn from train (users x items, binary). validation: model -> validation score, for
+        models that select epochs (`linrec.eval.validation_score` builds one). Returns self."""
+        if validation is not None and not callable(validation):
+            raise ConfigError(f"{self.name}.fit: validation must be a callable model -> score "
+                              "(linrec.eval.validation_score(split)), got "
+                              f"{type(validation).__name__}")
+        matrix = check_train(train, f"{self.name}.fit")
+        self._fit(matrix, validation)
+        self.n_items_ = matrix.shape[1]
+        return self
 
     @abstractmethod
-    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
+    def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
+        """Learn from the checked training matrix."""
+
+    # -- score --------------------------------------------------------------------------------
+
+    @property
+    def is_fitted(self) -> bool:
+        return "n_items_" in self.__dict__
+
+    def check_fitted(self) -> None:
+        if not self.is_fitted:
+            raise ConfigError(f"{self.name} is not fitted: call fit(train) first")
+
+    def score(self, foldin: sp.spmatrix, users: np.ndarray | None = None) -> np.ndarray:
         """Scores (foldin.shape[0] x n_items) for the given users."""
+        self.check_fitted()
+        return self._score(check_foldin(foldin, self.n_items_, f"{self.name}.score"), users)
+
+    @abstractmethod
+    def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
+        """Scores of the checked fold-in rows."""
+
+    def weights(self) -> np.ndarray | sp.spmatrix:
+        """The item-item matrix W (n_items x n_items, dense or sparse) of an item-item model,
+        scores = foldin @ W. Models without one raise NotImplementedError."""
+        raise NotImplementedError(f"{self.name} has no item-item matrix W")
+
+    # -- persistence --------------------------------------------------------------------------
 
     def save(self, path: str | Path) -> None:
-        """Write the fitted model to `path` (pickle of its attributes)."""
+        """Write the fitted model to `path` (pickle of its attributes, atomically)."""
         with atomic_open(path, "wb") as fh:
             pickle.dump(self.__dict__, fh, protocol=pickle.HIGHEST_PROTOCOL)
 

@@ -9,38 +9,23 @@ import numpy as np
 import scipy.sparse as sp
 from joblib import Parallel, delayed
 
-from linrec.errors import ConfigError, DataError
-from linrec.models.base import Recommender
-from linrec.models.ease import as_train_matrix
+from linrec.models.base import Recommender, Validation
+from linrec.models.configs import ItemKNNConfig, MostPopularConfig, SLIMConfig
 from linrec.models.linalg import gram_block
 
 #: floats per dense block of similarities in ItemKNN.fit (block rows x n_items)
 _KNN_BLOCK_FLOATS = 1 << 24
 
 
-def _check_foldin(name: str, foldin: sp.spmatrix, n_items: int | None) -> sp.csr_matrix:
-    if n_items is None:
-        raise ConfigError(f"{name}: call fit() before score()")
-    if foldin.shape[1] != n_items:
-        raise DataError(f"{name}: foldin has {foldin.shape[1]} items, the model was fitted on "
-                        f"{n_items}")
-    return sp.csr_matrix(foldin, dtype=np.float32)
-
-
 class MostPopular(Recommender):
     """Scores every item by its number of training users (the same list for every user)."""
 
-    def __init__(self) -> None:
-        self.item_counts: np.ndarray | None = None
+    config_class = MostPopularConfig
 
-    def fit(self, train: sp.csr_matrix, valid=None) -> MostPopular:
-        X = as_train_matrix(train, np.float32)
-        self.item_counts = np.asarray((X != 0).sum(axis=0), dtype=np.float32).ravel()
-        return self
+    def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
+        self.item_counts = np.asarray((train != 0).sum(axis=0), dtype=np.float32).ravel()
 
-    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
-        n_items = None if self.item_counts is None else self.item_counts.size
-        foldin = _check_foldin("most_popular", foldin, n_items)
+    def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
         return np.tile(self.item_counts, (foldin.shape[0], 1))
 
 
@@ -62,17 +47,10 @@ class ItemKNN(Recommender):
     The neighbours N_k(j) of item j are its k most similar items (positive similarity only);
     W_ij = sim(i, j) for i ∈ N_k(j), else 0 (sparse), and score(u, j) = Σ_{i ∈ I_u} W_ij."""
 
-    def __init__(self, k: int = 100, shrink: float = 0.0) -> None:
-        if int(k) < 1:
-            raise ConfigError(f"itemknn.k={k!r} is out of range; allowed: >= 1")
-        if not np.isfinite(shrink) or shrink < 0:
-            raise ConfigError(f"itemknn.shrink={shrink!r} is out of range; allowed: >= 0")
-        self.k = int(k)
-        self.shrink = float(shrink)
-        self.W: sp.csr_matrix | None = None
+    config_class = ItemKNNConfig
 
-    def fit(self, train: sp.csr_matrix, valid=None) -> ItemKNN:
-        X = as_train_matrix(train, np.float64)
+    def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
+        X = sp.csr_matrix(train, dtype=np.float64)
         n_items = X.shape[1]
         Xt = X.T.tocsr()
         norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=0)).ravel())
@@ -94,11 +72,13 @@ class ItemKNN(Recommender):
             (np.concatenate(vals_all), (np.concatenate(rows_all), np.concatenate(cols_all))),
             shape=(n_items, n_items), dtype=np.float32)
         self.W = neighbours.T.tocsr()  # column j holds the neighbours of item j
-        return self
 
-    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
-        foldin = _check_foldin("itemknn", foldin, None if self.W is None else self.W.shape[0])
-        return (foldin @ self.W).toarray()
+    def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
+        return (sp.csr_matrix(foldin, dtype=np.float32) @ self.W).toarray()
+
+    def weights(self) -> sp.csr_matrix:
+        self.check_fitted()
+        return self.W
 
 
 def _slim_columns(X: sp.csc_matrix, columns: np.ndarray, alpha: float, l1_ratio: float,
@@ -137,19 +117,10 @@ class SLIM(Recommender):
     (joblib, `n_jobs` processes). ElasticNet minimizes 1/(2m)‖y − Xw‖² + αρ‖w‖₁ + ½α(1−ρ)‖w‖²,
     so α = (l1 + l2)/m and ρ = l1/(l1 + l2) for m users."""
 
-    def __init__(self, l1: float = 1.0, l2: float = 10.0, max_iter: int = 1000,
-                 tol: float = 1e-4, n_jobs: int = 1) -> None:
-        for name, value in (("l1", l1), ("l2", l2)):
-            if not np.isfinite(value) or value < 0:
-                raise ConfigError(f"slim.{name}={value!r} is out of range; allowed: >= 0")
-        if l1 + l2 <= 0:
-            raise ConfigError(f"slim.l1={l1!r}, slim.l2={l2!r}: allowed: l1 + l2 > 0")
-        self.l1, self.l2 = float(l1), float(l2)
-        self.max_iter, self.tol, self.n_jobs = int(max_iter), float(tol), int(n_jobs)
-        self.W: sp.csr_matrix | None = None
+    config_class = SLIMConfig
 
-    def fit(self, train: sp.csr_matrix, valid=None) -> SLIM:
-        X = as_train_matrix(train, np.float64).tocsc()
+    def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
+        X = sp.csr_matrix(train, dtype=np.float64).tocsc()
         n_users, n_items = X.shape
         alpha = (self.l1 + self.l2) / n_users
         l1_ratio = self.l1 / (self.l1 + self.l2)
@@ -160,8 +131,10 @@ class SLIM(Recommender):
             for chunk in chunks if chunk.size)
         rows, cols, vals = (np.concatenate(p) for p in zip(*parts, strict=True))
         self.W = sp.csr_matrix((vals, (rows, cols)), shape=(n_items, n_items), dtype=np.float32)
-        return self
 
-    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
-        foldin = _check_foldin("slim", foldin, None if self.W is None else self.W.shape[0])
-        return (foldin @ self.W).toarray()
+    def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
+        return (sp.csr_matrix(foldin, dtype=np.float32) @ self.W).toarray()
+
+    def weights(self) -> sp.csr_matrix:
+        self.check_fitted()
+        return self.W

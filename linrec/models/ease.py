@@ -8,46 +8,34 @@ The loss is the one *without* the ½ of eq. 59 (Steck's and eq. 100's), spec §3
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from linrec.errors import ConfigError, DataError
-from linrec.models.base import Recommender
+from linrec.errors import NumericalError
+from linrec.models.base import Recommender, Validation
+from linrec.models.configs import (
+    DebiasedEASEConfig,
+    DLAEConfig,
+    EASEConfig,
+    EDLAEConfig,
+    LowRankEDLAEConfig,
+)
 from linrec.models.linalg import (
     add_to_diagonal,
     blas_threads,
     check_dense_memory,
-    float_dtype,
     gram,
     spd_inverse,
+    thread_count,
     zero_diagonal_weights,
 )
 
+log = logging.getLogger(__name__)
 #: dense n x n arrays alive at the peak of `fit` (G, inverted in place) plus scratch headroom
 _FIT_MATRICES = 1.25
-
-
-def _check_nonnegative(name: str, value: float, model: str) -> float:
-    value = float(value)
-    if not np.isfinite(value) or value < 0:
-        raise ConfigError(f"{model}.{name}={value!r} is out of range; allowed: a finite value >= 0")
-    return value
-
-
-def _check_dropout(p: float, model: str) -> float:
-    p = float(p)
-    if not 0.0 <= p < 1.0:
-        raise ConfigError(f"{model}.p={p!r} (dropout probability) is out of range; allowed: [0, 1)")
-    return p
-
-
-def as_train_matrix(train: sp.spmatrix, dtype: np.dtype) -> sp.csr_matrix:
-    """The users x items training matrix as CSR of `dtype` (DataError if it is not a 2-D matrix)."""
-    if not (sp.issparse(train) or isinstance(train, np.ndarray)) or train.ndim != 2:
-        raise DataError("train must be a 2-D users x items sparse matrix, got "
-                        f"{type(train).__name__}")
-    return sp.csr_matrix(train, dtype=dtype)
 
 
 class ItemItemRecommender(Recommender):
@@ -55,15 +43,7 @@ class ItemItemRecommender(Recommender):
     score(foldin) = foldin @ W (rows x n_items, the model's dtype). `users` is ignored.
     `num_threads` caps the Gram and BLAS threads during fit (0: all cores)."""
 
-    name = "item_item"
     W: np.ndarray
-
-    def __init__(self, dtype: str = "float32", num_threads: int = 0) -> None:
-        self.dtype = float_dtype(dtype)
-        if int(num_threads) < 0:
-            raise ConfigError(f"{self.name}.num_threads={num_threads!r} is out of range; "
-                              "allowed: 0 (all cores) or >= 1")
-        self.num_threads = int(num_threads)
 
     def _weights_from_gram(self, G: np.ndarray) -> np.ndarray:
         """W from the dense Gram matrix G (n x n, may be overwritten)."""
@@ -72,34 +52,32 @@ class ItemItemRecommender(Recommender):
     def _memory_alternative(self, n_items: int) -> str:
         return "Use dtype=float32, or a low-rank model (model=lrr with rank <= 2000)."
 
-    def fit(self, train: sp.csr_matrix, valid=None) -> ItemItemRecommender:
-        X = as_train_matrix(train, self.dtype)
+    def _dense_matrices(self) -> float:
+        """Dense n x n arrays alive at the peak of fit."""
+        return _FIT_MATRICES
+
+    def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
+        X = sp.csr_matrix(train, dtype=self.dtype)
         n_items = X.shape[1]
-        check_dense_memory(n_items, self.dtype, _FIT_MATRICES, f"{self.name} on {n_items} items",
-                           self._memory_alternative(n_items))
-        threads = self.num_threads or None
+        check_dense_memory(n_items, self.dtype, self._dense_matrices(),
+                           f"{self.name} on {n_items} items", self._memory_alternative(n_items))
+        threads = thread_count(self.num_threads)
         with blas_threads(threads):
             self.W = self._weights_from_gram(gram(X, self.dtype, n_threads=threads))
-        return self
 
-    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
-        if not hasattr(self, "W"):
-            raise ConfigError(f"{self.name}: call fit() before score()")
-        if foldin.shape[1] != self.W.shape[0]:
-            raise DataError(f"{self.name}: foldin has {foldin.shape[1]} items, the model was "
-                            f"fitted on {self.W.shape[0]}")
+    def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
         return np.asarray(sp.csr_matrix(foldin, dtype=self.W.dtype) @ self.W)
+
+    def weights(self) -> np.ndarray:
+        self.check_fitted()
+        return self.W
 
 
 class EASE(ItemItemRecommender):
     """EASE (spec §3.1): min ‖X − XW‖² + λ‖W‖² s.t. diag(W) = 0;
     P = (G + λI)⁻¹, W = I − P·diagM(1 ⊘ diag(P))."""
 
-    name = "ease"
-
-    def __init__(self, lam: float = 500.0, dtype: str = "float32", num_threads: int = 0) -> None:
-        super().__init__(dtype, num_threads)
-        self.lam = _check_nonnegative("lam", lam, self.name)
+    config_class = EASEConfig
 
     def _weights_from_gram(self, G: np.ndarray) -> np.ndarray:
         P = spd_inverse(add_to_diagonal(G, self.lam))
@@ -111,21 +89,11 @@ def dropout_penalty(G: np.ndarray, p: float, lam: float) -> np.ndarray:
     return p / (1.0 - p) * np.diag(G).astype(np.float64) + lam
 
 
-class _DropoutModel(ItemItemRecommender):
-    """DLAE/EDLAE parameters: dropout probability p in [0, 1) and extra L2 λ >= 0."""
-
-    def __init__(self, p: float = 0.25, lam: float = 10.0, dtype: str = "float32",
-                 num_threads: int = 0) -> None:
-        super().__init__(dtype, num_threads)
-        self.p = _check_dropout(p, self.name)
-        self.lam = _check_nonnegative("lam", lam, self.name)
-
-
-class DLAE(_DropoutModel):
+class DLAE(ItemItemRecommender):
     """Denoising linear autoencoder (spec §3.3): min ‖X − XW‖² + ‖Λ^{1/2}W‖², no diagonal
     constraint; W = (G + Λ)⁻¹G = I − (G + Λ)⁻¹Λ."""
 
-    name = "dlae"
+    config_class = DLAEConfig
 
     def _weights_from_gram(self, G: np.ndarray) -> np.ndarray:
         penalty = dropout_penalty(G, self.p, self.lam)
@@ -134,11 +102,11 @@ class DLAE(_DropoutModel):
         return add_to_diagonal(P, 1.0)
 
 
-class EDLAE(_DropoutModel):
+class EDLAE(ItemItemRecommender):
     """Emphasized DLAE, full rank (spec §3.3): the DLAE objective with diag(W) = 0;
     P = (G + Λ)⁻¹, W = I − P·diagM(1 ⊘ diag(P))."""
 
-    name = "edlae"
+    config_class = EDLAEConfig
 
     def _weights_from_gram(self, G: np.ndarray) -> np.ndarray:
         penalty = dropout_penalty(G, self.p, self.lam)
@@ -152,17 +120,7 @@ class DebiasedEASE(ItemItemRecommender):
     hence with Q = ((1−α)G + λI)⁻¹: W = (1/(1−α))·(I − Q·diagM(1 ⊘ diag(Q))) (eq. 103; Q is
     P/(1−α) for eq. 103's P, and the ratios Q_ij/Q_jj = P_ij/P_jj)."""
 
-    name = "debiased_ease"
-
-    def __init__(self, lam: float = 500.0, alpha: float = 0.0, dtype: str = "float32",
-                 num_threads: int = 0) -> None:
-        super().__init__(dtype, num_threads)
-        self.lam = _check_nonnegative("lam", lam, self.name)
-        alpha = float(alpha)
-        if not 0.0 <= alpha < 1.0:
-            raise ConfigError(f"{self.name}.alpha={alpha!r} is out of range; allowed: [0, 1) "
-                              "(alpha = (c-1)/c, spec/losses.md §4.4)")
-        self.alpha = alpha
+    config_class = DebiasedEASEConfig
 
     def _weights_from_gram(self, G: np.ndarray) -> np.ndarray:
         G *= 1.0 - self.alpha
@@ -170,7 +128,7 @@ class DebiasedEASE(ItemItemRecommender):
         return zero_diagonal_weights(Q, scale=1.0 / (1.0 - self.alpha))
 
 
-class LowRankEDLAE(_DropoutModel):
+class LowRankEDLAE(ItemItemRecommender):
     """Low-rank EDLAE (spec §3.3, dissertation A.4.2): the EDLAE objective with
     W = B − diagM(diag(B)), B = UVᵀ of rank `rank`, solved by ADMM on the split β = diag(B).
 
@@ -189,37 +147,49 @@ class LowRankEDLAE(_DropoutModel):
     point), so at rank = n_items the iteration converges to the full-rank EDLAE (tested).
     Cost: one n³ inverse, then O(n²·rank) per iteration; memory about two n x n arrays."""
 
-    name = "edlae_lowrank"
-
-    def __init__(self, p: float = 0.25, lam: float = 10.0, rank: int = 1000, n_iter: int = 50,
-                 tol: float = 1e-6, omega: float = 10.0, dtype: str = "float32",
-                 num_threads: int = 0) -> None:
-        super().__init__(p, lam, dtype, num_threads)
-        self.omega = _check_nonnegative("omega", omega, self.name)
-        if self.omega == 0:
-            raise ConfigError(f"{self.name}.omega=0 is out of range; allowed: > 0")
-        if int(rank) < 1 or int(n_iter) < 1:
-            raise ConfigError(f"{self.name}: rank={rank!r}, n_iter={n_iter!r} are out of range; "
-                              "allowed: >= 1")
-        self.rank, self.n_iter, self.tol = int(rank), int(n_iter), float(tol)
-        self.n_iter_run = 0
+    config_class = LowRankEDLAEConfig
 
     def _memory_alternative(self, n_items: int) -> str:
         return "Use dtype=float32, or model=lrr with rank <= 2000."
 
-    def fit(self, train: sp.csr_matrix, valid=None) -> LowRankEDLAE:
-        n_items = train.shape[1]
-        check_dense_memory(n_items, self.dtype, 2 * _FIT_MATRICES, f"{self.name} on {n_items} "
-                           "items", self._memory_alternative(n_items))
-        return super().fit(train, valid)
+    def _dense_matrices(self) -> float:
+        return 2 * _FIT_MATRICES
 
     def _weights_from_gram(self, G: np.ndarray) -> np.ndarray:
-        n, rank = G.shape[0], min(self.rank, G.shape[0])
+        """W of the ADMM iteration; a singular solve in float32 is retried in float64 (the
+        result cast back), a second failure is a NumericalError that says what to change."""
+        try:
+            return self._admm(G)
+        except np.linalg.LinAlgError as exc:
+            if G.dtype == np.float64:
+                raise NumericalError(
+                    f"{self.name}: the ADMM solve is singular ({exc}) even in float64; raise "
+                    f"omega (now {self.omega}) or lam (now {self.lam}), or lower rank") from exc
+            log.warning("%s: singular solve in float32 (%s); retrying in float64", self.name, exc)
+            return self._admm(G.astype(np.float64)).astype(G.dtype)
+
+    def _components(self, G: np.ndarray) -> np.ndarray:
+        """V (n x k): the top-k eigenvectors of G with k = the rank (`rank_for`, at most n)
+        lowered to the numerical rank of G. Directions with a zero eigenvalue carry no signal
+        and make the first ALS step singular (G has rank <= n_users, e.g. 943 on ML-100K)."""
+        n = G.shape[0]
+        rank = min(self.config.rank_for(n) if self.rank is None else self.rank, n)
+        values, vectors = sla.eigh(G, subset_by_index=[n - rank, n - 1])
+        keep = values > n * np.finfo(G.dtype).eps * max(values.max(initial=0.0), 1.0)
+        if not keep.all():
+            log.warning("%s: rank %d lowered to %d, the numerical rank of XᵀX", self.name, rank,
+                        int(keep.sum()))
+        self.rank_ = int(keep.sum())
+        return vectors[:, keep].astype(G.dtype)
+
+    def _admm(self, G: np.ndarray) -> np.ndarray:
+        n = G.shape[0]
         g = np.diag(G).copy()
         penalty = dropout_penalty(G, self.p, self.lam).astype(G.dtype)
         omega = penalty + G.dtype.type(self.omega)  # Ω = Λ + ωI (diagonal, as a vector)
         A_inv = spd_inverse(add_to_diagonal(G.copy(), penalty + omega))  # (G + Λ + Ω)⁻¹
-        V = sla.eigh(G, subset_by_index=[n - rank, n - 1])[1].astype(G.dtype)
+        V = self._components(G)
+        rank = V.shape[1]
         U = np.zeros((n, rank), G.dtype)
         beta = np.zeros(n, G.dtype)
         gamma = np.zeros(n, G.dtype)
@@ -241,10 +211,16 @@ class LowRankEDLAE(_DropoutModel):
             gamma += diag_b - beta_new
             residual = max(np.abs(diag_b - beta_new).max(), np.abs(beta_new - beta).max())
             beta = beta_new
-            self.n_iter_run = iteration
+            self.n_iter_run_ = iteration
             if residual < self.tol * max(1.0, np.abs(beta).max()):
                 break
         del A_inv
         W = U @ V.T
         np.fill_diagonal(W, 0.0)
         return W
+
+
+#: the dense item-item models by registry name (the bases a nearby model starts from)
+ITEM_ITEM_MODELS: dict[str, type[ItemItemRecommender]] = {
+    "ease": EASE, "dlae": DLAE, "edlae": EDLAE, "edlae_lowrank": LowRankEDLAE,
+    "debiased_ease": DebiasedEASE}

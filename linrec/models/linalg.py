@@ -18,7 +18,6 @@ Solver paths of `spd_inverse` (spec §2.4), chosen by `n` against `large_n`:
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
@@ -30,6 +29,8 @@ from scipy.linalg import lapack
 from threadpoolctl import ThreadpoolController
 
 from linrec.errors import ConfigError, MemoryBudgetError
+from linrec.hardware import available_memory_bytes, cpu_cores
+from linrec.params import check_float_dtype
 
 #: n at and above which `spd_inverse` uses the blocked GEMM path (see the module docstring)
 LARGE_N_THRESHOLD = 20_000
@@ -41,18 +42,6 @@ FloatDtype = np.dtype | str | type
 
 class NotPositiveDefiniteError(ConfigError, np.linalg.LinAlgError):
     """The matrix to invert is not (numerically) positive definite: regularization too small."""
-
-
-def available_memory_bytes() -> int:
-    """Memory the OS reports as available (MemAvailable), or 8 GiB when unknown."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 8 << 30
 
 
 def check_dense_memory(n: int, dtype: np.dtype | str, n_matrices: float, what: str,
@@ -75,19 +64,12 @@ def check_dense_memory(n: int, dtype: np.dtype | str, n_matrices: float, what: s
     return need
 
 
-def float_dtype(dtype: FloatDtype, field: str = "dtype") -> np.dtype:
-    """np.float32 or np.float64 from a config value; ConfigError for anything else."""
-    try:
-        parsed = np.dtype(dtype)
-    except TypeError as exc:
-        raise ConfigError(f"{field}={dtype!r} is not a dtype; allowed: float32, float64") from exc
-    if parsed not in (np.float32, np.float64):
-        raise ConfigError(f"{field}={dtype!r} is not supported; allowed: float32, float64")
-    return parsed
-
-
-def _n_threads(n_threads: int | None) -> int:
-    return max(1, os.cpu_count() or 1) if n_threads is None else max(1, n_threads)
+def thread_count(num_threads: int | None = 0) -> int:
+    """The threads a model uses: `num_threads` when > 0, else every core this process may run on
+    (0 or None: all cores). The one place where linrec turns a thread setting into a count."""
+    if num_threads:
+        return max(1, int(num_threads))
+    return cpu_cores()
 
 
 def gram_block(Xt: sp.csr_matrix, X: sp.csr_matrix, start: int, stop: int,
@@ -115,14 +97,14 @@ def gram(X: sp.csr_matrix, dtype: np.dtype | str = np.float64, block_rows: int =
         X.sum_duplicates()
     n_items = X.shape[1]
     Xt = X.T.tocsr()
-    G = np.zeros((n_items, n_items), dtype=float_dtype(dtype))
+    G = np.zeros((n_items, n_items), dtype=check_float_dtype(dtype))
     starts = range(0, n_items, block_rows)
 
     def work(start: int) -> None:
         stop = min(n_items, start + block_rows)
         gram_block(Xt, X, start, stop, G[start:stop])
 
-    threads = min(_n_threads(n_threads), len(starts))
+    threads = min(thread_count(n_threads), len(starts))
     if threads <= 1:
         for start in starts:
             work(start)
@@ -255,7 +237,7 @@ def spd_inverse(A: np.ndarray, dtype: FloatDtype | None = None, overwrite: bool 
     GEMM path (see the module docstring). `n_threads` limits the BLAS threads (None: BLAS default,
     all cores; on a machine whose cores are busy with other work, 1 is several times faster).
     Raises NotPositiveDefiniteError when A is not SPD."""
-    target = float_dtype(A.dtype if dtype is None else dtype)
+    target = check_float_dtype(A.dtype if dtype is None else dtype)
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ConfigError(f"spd_inverse needs a square matrix, got shape {A.shape}")
     if not overwrite or A.dtype != target or not A.flags.c_contiguous:

@@ -12,29 +12,27 @@ Parameterization choices (documented in the report):
   no ranking.
 * Training scores only the sampled items: s_ui = T_i·((x_u ⊙ H) V_k ⊙ f)·V_i (§6.3 at the
   sampled columns), never the full batch x n_items matrix.
-* Early stopping (when `valid` is given and patience > 0) keeps the parameters of the epoch
-  with the best validation nDCG@100 (fold-in masked).
+* Early stopping (when the run passes a validation callback and patience > 0) keeps the
+  parameters of the epoch with the best validation score (the run's selection metric).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
-from linrec.errors import ConfigError, DataError
-from linrec.models.als import _binary_csr, _check_dtype, _check_int, _check_real
-from linrec.models.base import Recommender
+from linrec.errors import DataError
+from linrec.models.base import Recommender, Validation, binary_pattern
+from linrec.models.configs import LearnedLambdaConfig, NearbyHTConfig
+from linrec.models.ease import ITEM_ITEM_MODELS
 from linrec.models.spectral import LRR, compute_spectrum
 
 if TYPE_CHECKING:
     import torch
 
-    from linrec.data.splits import EvalSet
-
-_VALID_K = 100
 _SCORE_BATCH = 1024
 
 
@@ -43,28 +41,6 @@ def _doubled_sigmoid(logits: torch.Tensor) -> torch.Tensor:
     import torch
 
     return 2.0 * torch.sigmoid(logits)
-
-
-# --------------------------------------------------------------------------------------------
-# Validation metric for early stopping (models must not import linrec.eval)
-
-
-def _validation_ndcg(scores: np.ndarray, foldin: sp.csr_matrix, targets: sp.csr_matrix,
-                     k: int = _VALID_K) -> np.ndarray:
-    """nDCG@k per user (rows,) with the fold-in items masked; IDCG over min(k, |targets|)."""
-    scores = np.array(scores, dtype=np.float64)
-    rows, cols = foldin.nonzero()
-    scores[rows, cols] = -np.inf
-    k = min(k, scores.shape[1])
-    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1, kind="stable")
-    top = np.take_along_axis(top, order, axis=1)
-    hits = np.asarray(targets[np.arange(scores.shape[0])[:, None], top].todense()) > 0
-    discount = 1.0 / np.log2(np.arange(2, k + 2))
-    dcg = (hits * discount).sum(1)
-    n_targets = np.minimum(np.diff(targets.indptr), k)
-    idcg = np.cumsum(discount)[np.maximum(n_targets - 1, 0)]
-    return np.where(n_targets > 0, dcg / idcg, 0.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -78,22 +54,6 @@ class _BPRNearby(Recommender):
 
     Subclasses implement `_setup(train)` (closed form + torch parameters), `_pair_scores(...)`
     and `_scores(foldin)`."""
-
-    def _init_trainer(self, *, bpr_scale: float, lr: float, epochs: int, batch_size: int,
-                      n_pairs: int, dropout: float, rmd: bool, patience: int, seed: int,
-                      dtype: str, device: str) -> None:
-        name = type(self).__name__
-        self.bpr_scale = _check_real(bpr_scale, f"{name}.bpr_scale", low_open=True)
-        self.lr = _check_real(lr, f"{name}.lr", low_open=True)
-        self.epochs = _check_int(epochs, f"{name}.epochs", 0)
-        self.batch_size = _check_int(batch_size, f"{name}.batch_size", 1)
-        self.n_pairs = _check_int(n_pairs, f"{name}.n_pairs", 1)
-        self.dropout = _check_real(dropout, f"{name}.dropout", 0.0, 1.0, high_open=True)
-        self.rmd = bool(rmd)
-        self.patience = _check_int(patience, f"{name}.patience", 0)
-        self.seed = _check_int(seed, f"{name}.seed", 0)
-        self.dtype = _check_dtype(dtype, f"{name}.dtype")
-        self.device = str(device)
 
     # -- subclass hooks ----------------------------------------------------------------------
 
@@ -114,14 +74,14 @@ class _BPRNearby(Recommender):
 
     # -- training ------------------------------------------------------------------------------
 
-    def fit(self, train: sp.csr_matrix, valid: EvalSet | None = None) -> _BPRNearby:
-        """Closed form, then `epochs` epochs of BPR + Adam. valid: early stopping (patience)."""
+    def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
+        """Closed form, then `epochs` epochs of BPR + Adam; with a validation callback and
+        patience > 0, early stopping on its score."""
         import torch
 
-        name = type(self).__name__
-        pattern = _binary_csr(train, f"{name}.fit")
+        pattern = binary_pattern(train, f"{self.name}.fit")
         if pattern.nnz == 0:
-            raise DataError(f"{name}.fit: train {pattern.shape} has no interactions")
+            raise DataError(f"{self.name}.fit: train {pattern.shape} has no interactions")
         self._setup(pattern)
         self.train_ = pattern
         generator = torch.Generator().manual_seed(self.seed)
@@ -141,9 +101,8 @@ class _BPRNearby(Recommender):
                 total += float(loss.detach()) * len(users)
                 count += len(users)
             history.append(total / count)
-            if valid is not None and self.patience > 0:
-                metric = float(_validation_ndcg(self.score(valid.foldin), valid.foldin,
-                                                valid.targets).mean())
+            if validation is not None and self.patience > 0:
+                metric = float(validation(self))
                 if metric > best:
                     best, stale = metric, 0
                     best_state = {k: v.detach().clone() for k, v in self.params_.items()}
@@ -156,7 +115,6 @@ class _BPRNearby(Recommender):
                 for key, value in best_state.items():
                     self.params_[key].copy_(value)
         self.loss_history_ = np.asarray(history)
-        return self
 
     def _batch_inputs(self, pattern: sp.csr_matrix, users: np.ndarray,
                       generator: torch.Generator, train: bool) -> torch.Tensor:
@@ -207,8 +165,8 @@ class _BPRNearby(Recommender):
         of `train` (no dropout): a fixed yardstick for tests and diagnostics."""
         import torch
 
-        self._check_fitted()
-        pattern = _binary_csr(train, f"{type(self).__name__}.bpr_loss", self.n_items_)
+        self.check_fitted()
+        pattern = binary_pattern(train, f"{self.name}.bpr_loss", self.n_items_)
         users = np.flatnonzero(np.diff(pattern.indptr) > 0)
         with torch.no_grad():
             return float(self._batch_loss(pattern, users, torch.Generator().manual_seed(seed),
@@ -216,15 +174,9 @@ class _BPRNearby(Recommender):
 
     # -- scoring -------------------------------------------------------------------------------
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "params_"):
-            raise ConfigError(f"{type(self).__name__} is not fitted: call fit(train) first")
-
-    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
+    def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
         """Scores (rows x n_items) of the learned W for the fold-in rows; `users` is ignored."""
-        self._check_fitted()
-        foldin = _binary_csr(foldin, f"{type(self).__name__}.score", self.n_items_)
-        return self._scores(foldin)
+        return self._scores(binary_pattern(foldin, f"{self.name}.score", self.n_items_))
 
     @property
     def _torch_dtype(self) -> torch.dtype:
@@ -249,37 +201,24 @@ class LearnedLambda(_BPRNearby):
     head_tail, rmd, dropout (input dropout while training; 0.5 in the spec for models 2–4),
     bpr_scale t (logit scale; not reported in the dissertation), lr, epochs, batch_size (2048
     in the spec), n_pairs (positive/negative pairs per user and batch), patience (early
-    stopping on validation nDCG@100 when `valid` is passed; 0 = off), seed, dtype, device.
+    stopping on the run's validation score; 0 = off), seed, dtype, device.
     After fit: alpha_ (k,), lambdas_ (k,), filter_ (k,), head_ / tail_ (n,) or None,
     loss_history_ (mean training BPR per epoch).
     """
 
-    def __init__(self, rank: int = 2000, lam: float = 8000.0, c: float = 1000.0,
-                 head_tail: bool = False, rmd: bool = False, dropout: float = 0.0,
-                 bpr_scale: float = 10.0, lr: float = 0.01, epochs: int = 10,
-                 batch_size: int = 2048, n_pairs: int = 16, patience: int = 0, seed: int = 0,
-                 dtype: str = "float32", device: str = "cpu") -> None:
-        self.rank = _check_int(rank, "LearnedLambda.rank", 1)
-        self.lam = _check_real(lam, "LearnedLambda.lam", low_open=True)
-        self.c = _check_real(c, "LearnedLambda.c", 0.0, self.lam, high_open=True)
-        self.head_tail = bool(head_tail)
-        self._init_trainer(bpr_scale=bpr_scale, lr=lr, epochs=epochs, batch_size=batch_size,
-                           n_pairs=n_pairs, dropout=dropout, rmd=rmd, patience=patience,
-                           seed=seed, dtype=dtype, device=device)
+    config_class = LearnedLambdaConfig
 
     def _setup(self, train: sp.csr_matrix) -> None:
         import torch
 
         n_items = train.shape[1]
-        if self.rank > n_items:
-            raise ConfigError(f"LearnedLambda.rank={self.rank} exceeds n_items={n_items}")
-        spectrum = compute_spectrum(train, np.float64,
-                                    rank=None if self.rank == n_items else self.rank)
+        rank = self.rank_ = self.config.rank_for(n_items)
+        spectrum = compute_spectrum(train, np.float64, rank=None if rank == n_items else rank)
         options = dict(dtype=self._torch_dtype, device=self.device)
         self.n_items_ = n_items
-        self._eigenvalues = torch.tensor(spectrum.eigenvalues[:self.rank], **options)
-        self._vectors = torch.tensor(spectrum.vectors[:, :self.rank], **options)
-        self.params_ = {"alpha": torch.nn.Parameter(torch.zeros(self.rank, **options))}
+        self._eigenvalues = torch.tensor(spectrum.eigenvalues[:rank], **options)
+        self._vectors = torch.tensor(spectrum.vectors[:, :rank], **options)
+        self.params_ = {"alpha": torch.nn.Parameter(torch.zeros(rank, **options))}
         if self.head_tail:
             self.params_["head"] = torch.nn.Parameter(torch.zeros(n_items, **options))
             self.params_["tail"] = torch.nn.Parameter(torch.zeros(n_items, **options))
@@ -360,8 +299,8 @@ class LearnedLambda(_BPRNearby):
 
     def closed_form(self) -> LRR:
         """The LRR(rank, lam) model this one starts from (fitted on the same spectrum)."""
-        self._check_fitted()
-        return LRR(rank=self.rank, lam=self.lam).fit(self.train_)
+        self.check_fitted()
+        return LRR(rank=self.rank_, lam=self.lam).fit(self.train_)
 
 
 # --------------------------------------------------------------------------------------------
@@ -379,39 +318,12 @@ class NearbyItemItem(_BPRNearby):
     diagonal removed when rmd. Other parameters as in `LearnedLambda`.
     """
 
-    def __init__(self, base: str = "edlae", base_params: dict[str, Any] | None = None,
-                 head_tail: bool = True, sparsify: bool = False,
-                 sparsify_threshold: float = -math.inf, rmd: bool = False,
-                 dropout: float = 0.0, bpr_scale: float = 10.0, lr: float = 0.01,
-                 epochs: int = 10, batch_size: int = 512, n_pairs: int = 16, patience: int = 0,
-                 seed: int = 0, dtype: str = "float32", device: str = "cpu") -> None:
-        self.base = str(base)
-        self.base_params = dict(base_params or {})
-        self.head_tail = bool(head_tail)
-        self.sparsify = bool(sparsify)
-        try:
-            self.sparsify_threshold = float(sparsify_threshold)
-        except (TypeError, ValueError):
-            raise ConfigError(f"NearbyItemItem.sparsify_threshold={sparsify_threshold!r} must "
-                              "be a number (-inf keeps every entry)") from None
-        if math.isnan(self.sparsify_threshold):
-            raise ConfigError("NearbyItemItem.sparsify_threshold=nan must be a number")
-        if not (self.head_tail or self.sparsify or rmd):
-            raise ConfigError("NearbyItemItem: enable at least one of head_tail, sparsify, rmd")
-        self._init_trainer(bpr_scale=bpr_scale, lr=lr, epochs=epochs, batch_size=batch_size,
-                           n_pairs=n_pairs, dropout=dropout, rmd=rmd, patience=patience,
-                           seed=seed, dtype=dtype, device=device)
+    config_class = NearbyHTConfig
 
     def _setup(self, train: sp.csr_matrix) -> None:
         import torch
 
-        from linrec.models.registry import build_model
-
-        base_model = build_model(self.base, **self.base_params).fit(train)
-        weights = getattr(base_model, "W", None)
-        if not isinstance(weights, np.ndarray) or weights.ndim != 2:
-            raise ConfigError(f"NearbyItemItem.base={self.base!r} does not expose a dense item-"
-                              "item matrix W; use an item-item model such as edlae or ease")
+        weights = ITEM_ITEM_MODELS[self.base](**self.base_params).fit(train).weights()
         n_items = weights.shape[0]
         options = dict(dtype=self._torch_dtype, device=self.device)
         self.n_items_ = n_items

@@ -10,23 +10,7 @@ from linrec.errors import ConfigError
 from linrec.models.base import Recommender
 from linrec.models.spectral import LRR, SpectralFilterModel, Spectrum
 
-#: attribute names under which item–item models keep a dense W (n_items x n_items)
-WEIGHT_ATTRIBUTES = ("W", "W_", "weights_", "weights", "similarity_")
 _ITEM_BATCH = 1024
-
-
-def _dense_weights(model: Recommender) -> np.ndarray | None:
-    """The model's dense W if it stores one as an attribute (callables are skipped)."""
-    for name in WEIGHT_ATTRIBUTES:
-        value = getattr(model, name, None)
-        if value is None or callable(value):
-            continue
-        if sp.issparse(value):
-            return value
-        value = np.asarray(value)
-        if value.ndim == 2 and value.shape[0] == value.shape[1]:
-            return value
-    return None
 
 
 def _profile_from_weights(weights: np.ndarray | sp.spmatrix, vectors: np.ndarray) -> np.ndarray:
@@ -53,9 +37,9 @@ def spectral_profile(model: Recommender, spectrum: Spectrum | None = None) -> np
 
     * Spectral-filter models (LRR eq. 70, PureSVD, ClosedFormMF, Ridge): f directly, zero-padded
       past the model's rank; `spectrum` defaults to the model's own.
-    * Any other fitted item–item model: the diagonal of VᵀWV, with W read from an attribute
-      (`W`, `W_`, `weights_`, `weights`, `similarity_`; dense or sparse) or, failing that,
-      recovered from `score` on unit rows (requires scores linear in the fold-in row, x_u W).
+    * Any other fitted item–item model: the diagonal of VᵀWV, with W from `model.weights()`
+      (dense or sparse) or, for a model without one, recovered from `score` on unit rows
+      (requires scores linear in the fold-in row, x_u W).
       `spectrum` is required (e.g. `compute_spectrum(train)` of the model's training matrix).
     For models that are not diagonal in V (EASE, EDLAE) this is the diagonal only.
     """
@@ -69,7 +53,10 @@ def spectral_profile(model: Recommender, spectrum: Spectrum | None = None) -> np
     if spectrum is None:
         raise ConfigError(f"spectral_profile: {type(model).__name__} is not a fitted spectral "
                           "model; pass spectrum=compute_spectrum(train) of its training matrix")
-    weights = _dense_weights(model)
+    try:
+        weights = model.weights()
+    except (NotImplementedError, AttributeError):  # no W (or a bare scorer): read it by scoring
+        weights = None
     if weights is not None:
         if weights.shape != (spectrum.n_items, spectrum.n_items):
             raise ConfigError(f"spectral_profile: W has shape {weights.shape} but the spectrum "

@@ -1,58 +1,51 @@
-"""Model names used in configs (`model.name`) -> classes, imported lazily so that
-`linrec model=ease` does not import torch."""
+"""Model names used in configs (`model.name`) -> model classes, imported lazily so that
+`linrec model=ease` does not import torch. The names and parameters are the typed configs of
+`linrec.models.configs`; nothing in `linrec.models` imports this module."""
 
 from __future__ import annotations
 
 import importlib
-import inspect
+from collections.abc import Mapping
 from typing import Any
 
 from linrec.errors import ConfigError
 from linrec.models.base import Recommender
+from linrec.models.configs import MODEL_CONFIGS, ModelConfig
 
-MODELS: dict[str, str] = {
-    "ease": "linrec.models.ease:EASE",
-    "dlae": "linrec.models.ease:DLAE",
-    "edlae": "linrec.models.ease:EDLAE",
-    "edlae_lowrank": "linrec.models.ease:LowRankEDLAE",
-    "debiased_ease": "linrec.models.ease:DebiasedEASE",
-    "most_popular": "linrec.models.baselines:MostPopular",
-    "itemknn": "linrec.models.baselines:ItemKNN",
-    "slim": "linrec.models.baselines:SLIM",
-    "lrr": "linrec.models.spectral:LRR",
-    "puresvd": "linrec.models.spectral:PureSVD",
-    "mf_closed": "linrec.models.spectral:ClosedFormMF",
-    "ridge": "linrec.models.spectral:Ridge",
-    "ials": "linrec.models.als:IALS",
-    "debiased_ials": "linrec.models.als:DebiasedIALS",
-    "wmf": "linrec.models.als:WMF",
-    "learned_lambda": "linrec.models.nearby:LearnedLambda",
-    "nearby_ht": "linrec.models.nearby:NearbyItemItem",
-    "nearby_sparse": "linrec.models.nearby:NearbyItemItem",
-}
+#: every model name
+MODELS: tuple[str, ...] = tuple(MODEL_CONFIGS)
+
+
+def model_config(name: str, **params: Any) -> ModelConfig:
+    """The checked config of model `name` (ConfigError listing the known names otherwise)."""
+    if name not in MODEL_CONFIGS:
+        raise ConfigError(f"model.name={name!r} is unknown; known models: "
+                          f"{', '.join(sorted(MODEL_CONFIGS))}")
+    return MODEL_CONFIGS[name].from_mapping({**params, "name": name})
 
 
 def model_class(name: str) -> type[Recommender]:
     """The class registered under `name` (ConfigError listing the known names otherwise)."""
-    if name not in MODELS:
-        known = ", ".join(sorted(MODELS))
-        raise ConfigError(f"model.name={name!r} is unknown; known models: {known}")
-    module_name, cls_name = MODELS[name].split(":")
+    if name not in MODEL_CONFIGS:
+        raise ConfigError(f"model.name={name!r} is unknown; known models: "
+                          f"{', '.join(sorted(MODEL_CONFIGS))}")
+    module_name, cls_name = MODEL_CONFIGS[name].model_path.split(":")
     try:
         return getattr(importlib.import_module(module_name), cls_name)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"model.name={name!r} is not available in this build: {exc}") from exc
 
 
-def build_model(name: str, **params: Any) -> Recommender:
-    """Instantiate model `name` with `params`; an unknown parameter is a ConfigError naming it."""
-    cls = model_class(name)
-    accepted = inspect.signature(cls.__init__).parameters
-    if not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
-        unknown = sorted(set(params) - set(accepted) - {"self"})
-        if unknown:
-            allowed = sorted(set(accepted) - {"self"})
-            raise ConfigError(
-                f"model {name!r} has no parameter(s) {unknown}; allowed: {allowed}"
-            )
-    return cls(**params)
+def build_model(config: ModelConfig | Mapping[str, Any] | str, **params: Any) -> Recommender:
+    """A model from its config, from a mapping {name: ..., params...}, or from a name and its
+    parameters (`build_model("ease", lam=300)`); bad names or values raise ConfigError."""
+    if isinstance(config, str):
+        config = model_config(config, **params)
+    elif isinstance(config, Mapping):
+        values = dict(config)
+        if not values.get("name"):
+            raise ConfigError("model.name is missing: choose a model group, e.g. model=ease")
+        config = model_config(values.pop("name"), **values, **params)
+    elif params:
+        raise ConfigError("build_model: pass parameters in the config, not beside it")
+    return model_class(config.name)(config)

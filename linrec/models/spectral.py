@@ -11,23 +11,21 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import math
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
 from linrec.errors import ConfigError, DataError
-from linrec.models.base import Recommender
+from linrec.models.base import Recommender, Validation, check_foldin, check_train
+from linrec.models.configs import ClosedFormMFConfig, LRRConfig, PureSVDConfig, RidgeConfig
 from linrec.models.linalg import check_dense_memory, gram
-
-if TYPE_CHECKING:
-    from linrec.data.splits import EvalSet
+from linrec.params import check_float_dtype, check_int
 
 # partial eigh (scipy subset_by_index, driver evr) beats the full divide-and-conquer eigh only for
 # a small fraction of the spectrum (measured: k = n/10 at 0.65x the time, k = n/4 at 1.0x).
@@ -99,18 +97,6 @@ def clear_spectrum_cache() -> None:
     _SPECTRUM_CACHE.clear()
 
 
-def _validate_train(train: sp.spmatrix, where: str) -> sp.csr_matrix:
-    if not sp.issparse(train):
-        raise DataError(f"{where}: train must be a scipy.sparse matrix (users x items), "
-                        f"got {type(train).__name__}")
-    train = sp.csr_matrix(train)
-    if train.shape[1] == 0:
-        raise DataError(f"{where}: train has 0 items (shape {train.shape}); need n_items >= 1")
-    if train.nnz and not np.all(np.isfinite(train.data)):
-        raise DataError(f"{where}: train contains NaN/inf values")
-    return train
-
-
 def compute_spectrum(train: sp.csr_matrix, dtype: np.dtype | str = np.float64,
                      rank: int | None = None, cache: bool = True) -> Spectrum:
     """Eigendecomposition of G = XᵀX (spec §2.2): eigenvalues flipped to descending order and
@@ -124,11 +110,11 @@ def compute_spectrum(train: sp.csr_matrix, dtype: np.dtype | str = np.float64,
     Raises MemoryBudgetError (with the estimate) before any work when G and the eigh workspace
     would not fit. Ties at a cut: the caller must not cut inside a group of equal eigenvalues.
     """
-    train = _validate_train(train, "compute_spectrum")
-    dtype = _check_dtype(dtype, "compute_spectrum: dtype")
+    train = check_train(train, "compute_spectrum")
+    dtype = check_float_dtype(dtype, "compute_spectrum: dtype")
     n_items = train.shape[1]
     if rank is not None:
-        rank = _check_rank(rank, "compute_spectrum: rank")
+        rank = check_int(rank, "compute_spectrum: rank", ge=1)
         if rank > n_items:
             raise ConfigError(f"compute_spectrum: rank={rank} exceeds n_items={n_items}; "
                               f"allowed range 1..{n_items}")
@@ -170,48 +156,6 @@ def compute_spectrum(train: sp.csr_matrix, dtype: np.dtype | str = np.float64,
 
 
 # --------------------------------------------------------------------------------------------
-# Parameter checks
-
-
-def _check_rank(rank: Any, field: str) -> int:
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
-        raise ConfigError(f"{field}={rank!r} must be an integer >= 1 (and <= n_items)")
-    return int(rank)
-
-
-def _check_lam(lam: Any, field: str) -> float:
-    if isinstance(lam, bool):
-        raise ConfigError(f"{field}={lam!r} must be a number >= 0")
-    try:
-        value = float(lam)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{field}={lam!r} must be a number >= 0") from None
-    if not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{field}={lam!r} must be a finite number >= 0")
-    return value
-
-
-def _check_dtype(dtype: Any, field: str) -> np.dtype:
-    try:
-        resolved = np.dtype(dtype)
-    except TypeError:
-        raise ConfigError(f"{field}={dtype!r} must be 'float64' or 'float32'") from None
-    if resolved not in (np.dtype(np.float64), np.dtype(np.float32)):
-        raise ConfigError(f"{field}={dtype!r} must be 'float64' or 'float32'")
-    return resolved
-
-
-def _check_foldin(foldin: sp.spmatrix, n_items: int, where: str) -> sp.csr_matrix:
-    if not sp.issparse(foldin):
-        raise DataError(f"{where}: foldin must be a scipy.sparse matrix, "
-                        f"got {type(foldin).__name__}")
-    if foldin.shape[1] != n_items:
-        raise DataError(f"{where}: foldin has {foldin.shape[1]} columns but the model was fitted "
-                        f"on {n_items} items")
-    return sp.csr_matrix(foldin)
-
-
-# --------------------------------------------------------------------------------------------
 # Spectral-filter models
 
 
@@ -240,70 +184,56 @@ def _filtered_scores(z: np.ndarray, f: np.ndarray, vectors: np.ndarray) -> np.nd
 class SpectralFilterModel(Recommender):
     """Base of every model W = V_k diag(f) V_kᵀ (spec §2.3, §4).
 
-    Subclasses set `self.rank` (None = all components) and implement `filter(spectrum) -> f`,
-    f float64 (k,) for the k leading components of `spectrum`. After `fit(train)`:
+    Subclasses implement `filter(spectrum) -> f`, f float64 (k,) for the k leading components of
+    `spectrum` (k = `_rank_for(n_items)`: the config's rank, auto-sized when null).
+    After `fit(train)`:
     `spectrum_` (Spectrum, possibly shared through the cache), `filter_` float64 (k_eff,) with
     trailing zeros of f trimmed, `vectors_` (n_items x k_eff) = V[:, :k_eff].
     Scores are ((foldin @ V_k) ⊙ f) V_kᵀ; W is never formed.
     """
-
-    rank: int | None
-
-    def __init__(self, dtype: str = "float64") -> None:
-        self.dtype = _check_dtype(dtype, f"{type(self).__name__}.dtype").name
 
     def filter(self, spectrum: Spectrum) -> np.ndarray:
         """f float64 (k,) applied to the k leading components of `spectrum`."""
         raise NotImplementedError
 
     def _rank_for(self, n_items: int) -> int:
-        rank = n_items if self.rank is None else self.rank
-        if rank > n_items:
-            raise ConfigError(f"{type(self).__name__}.rank={rank} exceeds n_items={n_items}; "
-                              f"allowed range 1..{n_items}")
-        return rank
+        return self.config.rank_for(n_items)
 
     def _components(self, spectrum: Spectrum) -> int:
         """k = the model's rank, checked against the spectrum."""
         k = self._rank_for(spectrum.n_items)
         if k > spectrum.n_components:
-            raise ConfigError(f"{type(self).__name__}: rank={k} needs {k} components but the "
+            raise ConfigError(f"{self.name}: rank={k} needs {k} components but the "
                               f"spectrum has only {spectrum.n_components}")
         return k
 
-    def fit(self, train: sp.csr_matrix, valid: EvalSet | None = None) -> SpectralFilterModel:
-        """One (cached) eigendecomposition of XᵀX, then the filter. valid is unused."""
-        train = _validate_train(train, f"{type(self).__name__}.fit")
+    def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
+        """One (cached) eigendecomposition of XᵀX, then the filter."""
         rank = self._rank_for(train.shape[1])
         spectrum = compute_spectrum(train, self.dtype,
                                     rank=None if rank == train.shape[1] else rank)
-        return self.fit_spectrum(spectrum)
+        self.fit_spectrum(spectrum)
 
     def fit_spectrum(self, spectrum: Spectrum) -> SpectralFilterModel:
         """Set the model from an existing spectrum (no decomposition)."""
         f = np.asarray(self.filter(spectrum), dtype=np.float64)
         k_eff = _effective_rank(f)
-        _warn_if_tied_cut(spectrum, k_eff, type(self).__name__)
+        _warn_if_tied_cut(spectrum, k_eff, self.name)
         self.spectrum_ = spectrum
+        self.n_items_ = spectrum.n_items
         self.filter_ = f[:k_eff]
         # contiguous copy when truncated: sparse @ dense would copy a strided view on every call
         self.vectors_ = np.ascontiguousarray(spectrum.vectors[:, :k_eff])
         return self
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "filter_"):
-            raise ConfigError(f"{type(self).__name__} is not fitted: call fit(train) first")
-
-    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
+    def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
         """Scores (foldin.shape[0] x n_items) = ((foldin V_k) ⊙ f) V_kᵀ; `users` is ignored."""
-        self._check_fitted()
-        foldin = _check_foldin(foldin, self.vectors_.shape[0], f"{type(self).__name__}.score")
         z = np.asarray(foldin.astype(self.vectors_.dtype) @ self.vectors_)
         return _filtered_scores(z, self.filter_, self.vectors_)
 
     def weights(self) -> np.ndarray:
         """The dense W = V_k diag(f) V_kᵀ (n_items x n_items); for tests and small n only."""
-        self._check_fitted()
+        self.check_fitted()
         return (self.vectors_ * self.filter_.astype(self.vectors_.dtype)) @ self.vectors_.T
 
 
@@ -320,21 +250,7 @@ class LRR(SpectralFilterModel):
     Hyper-parameters (spec §3.5): rank k (ML-20M 2000, Netflix 3000), lam λ (1e4, 4e4).
     """
 
-    def __init__(self, rank: int = 2000, lam: float = 1e4, dropout: float = 0.0,
-                 gamma: np.ndarray | None = None, dtype: str = "float64") -> None:
-        super().__init__(dtype)
-        self.rank = _check_rank(rank, "LRR.rank")
-        self.lam = _check_lam(lam, "LRR.lam")
-        dropout = float(dropout)
-        if not 0.0 <= dropout < 1.0:
-            raise ConfigError(f"LRR.dropout={dropout!r} must be in [0, 1)")
-        self.dropout = dropout
-        if gamma is not None:
-            gamma = np.asarray(gamma, dtype=np.float64)
-            if gamma.ndim not in (1, 2) or not np.all(np.isfinite(gamma)):
-                raise ConfigError(f"LRR.gamma must be a finite (n_items,) vector or (r, n_items) "
-                                  f"matrix, got shape {gamma.shape}")
-        self.gamma = gamma
+    config_class = LRRConfig
 
     @property
     def is_spectral(self) -> bool:
@@ -344,18 +260,18 @@ class LRR(SpectralFilterModel):
     def filter(self, spectrum: Spectrum) -> np.ndarray:
         """f_i = e_i/(e_i + λ) for i < k (eq. 70; Algorithm 2 uses eigenvalues e = σ²)."""
         if not self.is_spectral:
-            raise ConfigError("LRR.filter: W is not a spectral filter when dropout > 0 or gamma "
+            raise ConfigError("lrr.filter: W is not a spectral filter when dropout > 0 or gamma "
                               "is given (eq. 68); use fit/score")
         e = spectrum.eigenvalues[: self._components(spectrum)]
         if self.lam == 0.0:
             return np.ones_like(e)  # λ = 0: PCA projection V_kV_kᵀ (§3.5 special cases)
         return e / (e + self.lam)
 
-    def fit(self, train: sp.csr_matrix, valid: EvalSet | None = None) -> LRR:
+    def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
         if self.is_spectral:
-            super().fit(train, valid)
-            return self
-        return self._fit_general(_validate_train(train, "LRR.fit"))
+            super()._fit(train, validation)
+        else:
+            self._fit_general(train)
 
     def _regularizer(self, gram_matrix: np.ndarray) -> np.ndarray:
         """R = λI + p/(1−p) diagM(diag G) + ΓᵀΓ (n x n, dtype of G)."""
@@ -364,19 +280,19 @@ class LRR(SpectralFilterModel):
             reg = np.zeros((n_items, n_items), dtype=gram_matrix.dtype)
         elif self.gamma.ndim == 1:
             if self.gamma.shape[0] != n_items:
-                raise ConfigError(f"LRR.gamma has length {self.gamma.shape[0]}, need n_items="
+                raise ConfigError(f"lrr.gamma has length {self.gamma.shape[0]}, need n_items="
                                   f"{n_items}")
             reg = np.diag(self.gamma**2).astype(gram_matrix.dtype)
         else:
             if self.gamma.shape[1] != n_items:
-                raise ConfigError(f"LRR.gamma has shape {self.gamma.shape}, need (r, n_items="
+                raise ConfigError(f"lrr.gamma has shape {self.gamma.shape}, need (r, n_items="
                                   f"{n_items})")
             reg = (self.gamma.T @ self.gamma).astype(gram_matrix.dtype)
         diagonal = self.lam + self.dropout / (1.0 - self.dropout) * np.diag(gram_matrix)
         reg[np.diag_indices(n_items)] += diagonal
         return reg
 
-    def _fit_general(self, train: sp.csr_matrix) -> LRR:
+    def _fit_general(self, train: sp.csr_matrix) -> None:
         """eq. 68 via Cholesky of G + R and an eigh of G(G + R)⁻¹G."""
         n_items = train.shape[1]
         k = self._rank_for(n_items)
@@ -387,7 +303,7 @@ class LRR(SpectralFilterModel):
         try:
             factor = sla.cho_factor(system, overwrite_a=True, check_finite=False)
         except np.linalg.LinAlgError:
-            raise ConfigError("LRR: G + ΓᵀΓ is not positive definite; use lam > 0 or a Γ of full "
+            raise ConfigError("lrr: G + ΓᵀΓ is not positive definite; use lam > 0 or a Γ of full "
                               "column rank") from None
         ridge = sla.cho_solve(factor, gram_matrix, check_finite=False)  # W* = (G+R)⁻¹G
         del factor, system
@@ -399,30 +315,23 @@ class LRR(SpectralFilterModel):
         q_k = np.ascontiguousarray(q[:, ::-1])
         self.left_ = ridge @ q_k  # W = (W* Q_k) Q_kᵀ
         self.right_ = q_k
-        return self
 
-    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
+    def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
         if self.is_spectral:
-            return super().score(foldin, users)
-        if not hasattr(self, "right_"):
-            raise ConfigError("LRR is not fitted: call fit(train) first")
-        foldin = _check_foldin(foldin, self.right_.shape[0], "LRR.score")
+            return super()._score(foldin, users)
         return np.asarray(foldin.astype(self.left_.dtype) @ self.left_) @ self.right_.T
 
     def weights(self) -> np.ndarray:
         if self.is_spectral:
             return super().weights()
-        if not hasattr(self, "right_"):
-            raise ConfigError("LRR is not fitted: call fit(train) first")
+        self.check_fitted()
         return self.left_ @ self.right_.T
 
 
 class PureSVD(SpectralFilterModel):
     """PureSVD / PCA projection W = V_k V_kᵀ (spec §3.6, eq. 65); f = 1 for i < k."""
 
-    def __init__(self, rank: int = 128, dtype: str = "float64") -> None:
-        super().__init__(dtype)
-        self.rank = _check_rank(rank, "PureSVD.rank")
+    config_class = PureSVDConfig
 
     def filter(self, spectrum: Spectrum) -> np.ndarray:
         return np.ones(self._components(spectrum))
@@ -440,10 +349,7 @@ class ClosedFormMF(SpectralFilterModel):
     Hyper-parameters: rank k (1000), lam λ′ (ML-20M 50, Netflix 100).
     """
 
-    def __init__(self, rank: int = 1000, lam: float = 50.0, dtype: str = "float64") -> None:
-        super().__init__(dtype)
-        self.rank = _check_rank(rank, "ClosedFormMF.rank")
-        self.lam = _check_lam(lam, "ClosedFormMF.lam")
+    config_class = ClosedFormMFConfig
 
     def filter(self, spectrum: Spectrum) -> np.ndarray:
         """f_i = max(0, 1 − λ′/σ_i) for i < k; 0 where σ_i = 0 < λ′ (eq. 74 + clipping)."""
@@ -456,8 +362,8 @@ class ClosedFormMF(SpectralFilterModel):
     def factors(self, train: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
         """Balanced factors (P (n_users x k_eff), Q (n_items x k_eff)) of the fitted model for
         the matrix it was fitted on: PQᵀ = U_k diag((σ_i − λ′)₊) V_kᵀ = X W_MF (§3.7)."""
-        self._check_fitted()
-        train = _check_foldin(train, self.vectors_.shape[0], "ClosedFormMF.factors")
+        self.check_fitted()
+        train = check_foldin(train, self.vectors_.shape[0], "mf_closed.factors")
         sigma = self.spectrum_.singular_values[: self.filter_.shape[0]]
         root = np.sqrt(sigma * self.filter_)  # √(σ − λ′)
         # U_k = X V_k Σ_k⁻¹, so P = U_k diag(√(σ−λ′)) = X V_k diag(√(σ−λ′)/σ); 0 where σ = 0
@@ -470,14 +376,14 @@ class Ridge(SpectralFilterModel):
     """Ridge regression W = (G + λI)⁻¹G = V diag(e_i/(e_i+λ)) Vᵀ, i.e. LRR with k = n
     (spec §3.5 special cases, §4 table). Uses the full spectrum so λ grids reuse it."""
 
-    def __init__(self, lam: float = 1e4, dtype: str = "float64") -> None:
-        super().__init__(dtype)
-        self.lam = _check_lam(lam, "Ridge.lam")
-        self.rank = None
+    config_class = RidgeConfig
+
+    def _rank_for(self, n_items: int) -> int:
+        return n_items  # the full spectrum
 
     def filter(self, spectrum: Spectrum) -> np.ndarray:
         if not spectrum.is_full:
-            raise ConfigError(f"Ridge needs the full spectrum ({spectrum.n_items} components), "
+            raise ConfigError(f"ridge needs the full spectrum ({spectrum.n_items} components), "
                               f"got {spectrum.n_components}")
         e = spectrum.eigenvalues
         if self.lam == 0.0:
@@ -504,7 +410,7 @@ class ProjectionCache:
         """Z[:, :k] (rows x k) for this fold-in batch."""
         if k > self.k_max:
             raise ConfigError(f"ProjectionCache: k={k} exceeds the cached k_max={self.k_max}")
-        foldin = _check_foldin(foldin, self.spectrum.n_items, "ProjectionCache.project")
+        foldin = check_foldin(foldin, self.spectrum.n_items, "ProjectionCache.project")
         key = _matrix_key(foldin)
         z = self._store.get(key)
         if z is None:
@@ -516,9 +422,9 @@ class ProjectionCache:
         self._store.clear()
 
 
-class FilteredScorer(Recommender):
+class FilteredScorer:
     """Light fitted view of one grid point: scores ((foldin V_k) ⊙ f) V_kᵀ with Z from a shared
-    ProjectionCache. `fit` is a no-op (the filter is already known)."""
+    ProjectionCache (a scorer for the evaluator, not a trainable model)."""
 
     def __init__(self, projections: ProjectionCache, f: np.ndarray,
                  params: Mapping[str, Any] | None = None) -> None:
@@ -527,9 +433,6 @@ class FilteredScorer(Recommender):
         self.filter_ = np.asarray(f, dtype=np.float64)[:k_eff]
         self.vectors_ = projections.spectrum.vectors[:, :k_eff]
         self.params = dict(params or {})
-
-    def fit(self, train: sp.csr_matrix, valid: EvalSet | None = None) -> FilteredScorer:
-        return self
 
     def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
         k = self.filter_.shape[0]
@@ -545,18 +448,17 @@ def spectral_grid(model_name: str, spectrum: Spectrum, grid: Mapping[str, Iterab
     largest rank). model_name: a registry key of a SpectralFilterModel (lrr, puresvd, mf_closed,
     ridge). `fixed` are further constructor parameters.
     """
-    from linrec.models.registry import build_model, model_class
-
-    cls = model_class(model_name)
-    if not issubclass(cls, SpectralFilterModel):
-        raise ConfigError(f"spectral_grid: model {model_name!r} is not a spectral-filter model")
+    cls = SPECTRAL_MODELS.get(model_name)
+    if cls is None:
+        raise ConfigError(f"spectral_grid: model {model_name!r} is not a spectral-filter model; "
+                          f"choose one of {sorted(SPECTRAL_MODELS)}")
     names = list(grid)
     overlap = sorted(set(names) & set(fixed))
     if overlap:
         raise ConfigError(f"spectral_grid: {overlap} given both in grid and as fixed parameters")
     values = [list(grid[name]) for name in names]
     points = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
-    models = [build_model(model_name, **fixed, **point) for point in points]
+    models = [cls(**fixed, **point) for point in points]
     for model in models:
         if isinstance(model, LRR) and not model.is_spectral:
             raise ConfigError("spectral_grid: LRR with dropout/gamma is not a spectral filter")
@@ -566,3 +468,8 @@ def spectral_grid(model_name: str, spectrum: Spectrum, grid: Mapping[str, Iterab
         projections = ProjectionCache(spectrum, max(k_max, 1))
     for point, f in zip(points, filters, strict=True):
         yield point, FilteredScorer(projections, f, point)
+
+
+#: the spectral-filter models by registry name (a grid over them reuses one spectrum)
+SPECTRAL_MODELS: dict[str, type[SpectralFilterModel]] = {
+    "lrr": LRR, "puresvd": PureSVD, "mf_closed": ClosedFormMF, "ridge": Ridge}

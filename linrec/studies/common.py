@@ -1,61 +1,58 @@
-"""Pieces every study shares: fitting a named model set once and writing tables."""
+"""Pieces every study shares: its models' configs, writing its runs, tables and index."""
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from linrec.config import typed_value
-from linrec.errors import ConfigError
 from linrec.atomic import write_text_atomic
-from linrec.results import to_csv, to_markdown
+from linrec.errors import ConfigError
+from linrec.models.configs import ModelConfig
+from linrec.results import (
+    STUDY_FILE,
+    environment_info,
+    run_record,
+    to_csv,
+    to_markdown,
+    write_json_atomic,
+    write_run,
+)
 
 log = logging.getLogger("linrec")
 
 
-def check_study_fields(study: Any, fields: Mapping[str, str], optional: tuple[str, ...] = ()
-                       ) -> dict[str, Any]:
-    """The `study` config as a dict after checking it against `fields` (name -> 'mapping' or an
-    annotation of `linrec.config.typed_value`: 'int', 'bool', 'str', 'tuple[int, ...]', ...);
-    every field is required unless `optional`. ConfigError naming study.<field> for a missing,
-    unknown or mistyped field."""
-    if not isinstance(study, Mapping):
-        raise ConfigError(f"study={study!r} must be a mapping")
-    study = dict(study)
-    unknown = sorted(set(study) - set(fields))
-    if unknown:
-        raise ConfigError(f"study: unknown field(s) {unknown}; allowed: {sorted(fields)}")
-    missing = sorted(set(fields) - set(study) - set(optional))
-    if missing:
-        raise ConfigError(f"study: missing field(s) {missing}")
-    for name in set(study) & set(fields):
-        if fields[name] != "mapping":
-            study[name] = typed_value(study[name], fields[name], f"study.{name}")
-        elif not isinstance(study[name], Mapping) or not study[name]:
-            raise ConfigError(f"study.{name}={study[name]!r} must be a non-empty mapping")
-    return study
+def study_model_config(values: Mapping[str, Any], label: str, seed: int) -> ModelConfig:
+    """The checked config of a study's model {name: ..., params...}; a model with a seed gets
+    the run seed unless the study sets one."""
+    from linrec.models.registry import model_config
 
-
-def build_from_config(model_cfg: Mapping[str, Any], label: str):
-    """A model from a config mapping {name: ..., params...} (ConfigError naming the label)."""
-    from linrec.models import build_model
-
-    if not isinstance(model_cfg, Mapping) or not model_cfg.get("name"):
-        raise ConfigError(f"study.models.{label}={model_cfg!r} must be a mapping with a 'name'")
-    params = dict(model_cfg)
+    if not isinstance(values, Mapping) or not values.get("name"):
+        raise ConfigError(f"study.models.{label}={values!r} must be a mapping with a 'name'")
+    params = dict(values)
     name = params.pop("name")
-    return build_model(name, **params)
+    config = model_config(name, **params)
+    if "seed" in config.names() and "seed" not in params:
+        config = model_config(name, **params, seed=seed)
+    return config
 
 
-def fit_timed(model, train, label: str) -> float:
-    t0 = time.perf_counter()
-    model.fit(train)
-    seconds = time.perf_counter() - t0
-    log.info("fit %s in %.2fs", label, seconds)
-    return seconds
+def point_dir(point: Mapping[str, Any]) -> str:
+    """The directory name of a grid point: 'rank=100,lam=1000' ('default' when empty)."""
+    return ",".join(f"{k}={v}" for k, v in point.items()) or "default"
+
+
+def write_study_run(run_dir: Path, config: Any, prepared: Any, *, label: str, model: str,
+                    report: Any, timings: Mapping[str, float],
+                    point: Mapping[str, Any] | None = None) -> Path:
+    """Write one run of a study (results.json and ranks) under `run_dir`, recorded as part of
+    the study with its label and grid point."""
+    record = run_record(dataset={"name": prepared.name, **prepared.stats}, model=model,
+                        report=report, timings=timings, config=config.to_dict(),
+                        seed=config.seed, study={"name": config.study.name, "label": label,
+                                                 "point": dict(point or {})})
+    return write_run(run_dir, record, report, save_ranks=config.save_ranks)
 
 
 def write_table(directory: Path, stem: str, columns: list[str], rows: list[dict[str, Any]],
@@ -65,3 +62,19 @@ def write_table(directory: Path, stem: str, columns: list[str], rows: list[dict[
     write_text_atomic(directory / f"{stem}.csv", to_csv(columns, rows))
     write_text_atomic(directory / f"{stem}.md", md)
     return md
+
+
+def write_study_index(run_dir: Path, config: Any, prepared: Any, summary: Mapping[str, Any],
+                      figures: Sequence[Path] = ()) -> Path:
+    """study.json: the study, its dataset, its runs and tables (paths relative to run_dir), the
+    summary numbers and the provenance."""
+    tables = sorted(str(p.relative_to(run_dir)) for p in (run_dir / "tables").glob("*.md"))
+    runs = sorted(str(p.parent.relative_to(run_dir))
+                  for p in (run_dir / "runs").rglob("results.json"))
+    index = {"study": config.study.to_dict(), "dataset": {"name": prepared.name,
+                                                          **prepared.stats},
+             "runs": runs, "tables": tables,
+             "figures": [str(Path(f).relative_to(run_dir)) for f in figures],
+             "summary": dict(summary), "environment": environment_info(),
+             "config": config.to_dict()}
+    return write_json_atomic(run_dir / STUDY_FILE, index)

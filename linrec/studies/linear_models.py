@@ -1,20 +1,24 @@
 """`experiment=linear_models`: the protocol of Tables 8/9 and the grids of Tables 14–17 of the
 dissertation's chapter 3 (spec/linear_models.md §1.3, §5, §7).
 
-Strong generalization. Every model family has a grid; each point is scored on the validation users
-(selection metric, default nDCG@100), the best point is scored on the test users, and the report
-gives test Recall@20, Recall@50 (`recall_trunc`, the min(K, |T|) denominator of Liang et al.) and
-nDCG@100. Spectral families (lrr, mf_closed, puresvd, ridge) share one eigendecomposition per
-training matrix and one projection `foldin @ V` of the evaluation users (Algorithm 2).
-`train_on: train_and_foldin` trains a family on the training users plus the fold-in rows of the
-validation and test users (the MF/WMF protocol of A.1.1); the others train on training users only.
-Writes <run_dir>/tables/{main,grid_<family>}.{csv,md}, figures/spectral_profile.png, study.json.
+Strong generalization. Every model family has a grid; each point is a run scored on the
+validation users (<run_dir>/runs/<family>/<point>/results.json, selection metric
+`eval.selection`, default nDCG@100); the best point is scored on the test users too (its
+results.json then holds both splits), and the report gives test Recall@20, Recall@50
+(`recall_trunc`, the min(K, |T|) denominator of Liang et al.) and nDCG@100. Spectral families
+(lrr, mf_closed, puresvd, ridge) share one eigendecomposition per training matrix and one
+projection `foldin @ V` of the evaluation users (Algorithm 2). `train_on: train_and_foldin`
+trains a family on the training users plus the fold-in rows of the validation and test users
+(the MF/WMF protocol of A.1.1); the others train on training users only.
+Writes tables/{main,grid_<family>}.{csv,md}, figures/spectral_profile.png and study.json.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,22 +26,19 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from linrec.config import parse_metric_key
-from linrec.data.splits import EvalSet, Split
+from linrec.data.splits import Split
 from linrec.errors import ConfigError
-from linrec.eval.evaluator import evaluate_split
-from linrec.results import write_json_atomic
+from linrec.eval import EvalReport, evaluate
+from linrec.eval.metrics import parse_metric_key
 from linrec.studies.common import (
-    build_from_config,
-    check_study_fields,
-    fit_timed,
+    point_dir,
+    study_model_config,
+    write_study_index,
+    write_study_run,
     write_table,
 )
 
 log = logging.getLogger("linrec")
-TRAIN_ON = ("train", "train_and_foldin")
-STUDY_FIELDS = {"name": "str", "selection": "str", "report": "tuple[str, ...]", "models": "mapping"}
-FAMILY_FIELDS = ("model", "grid", "params", "train_on")
 
 
 def with_foldin_rows(split: Split) -> sp.csr_matrix:
@@ -59,90 +60,104 @@ def _grid_points(grid: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
 
 
-def _scorers(family: Mapping[str, Any], train: sp.csr_matrix,
-             label: str) -> Iterator[tuple[dict[str, Any], Any]]:
-    """(grid point, fitted scorer) for every point of a family's grid."""
-    from linrec.models.registry import model_class
-    from linrec.models.spectral import SpectralFilterModel, compute_spectrum, spectral_grid
+def _scorers(family: Mapping[str, Any], train: sp.csr_matrix, label: str,
+             seed: int) -> Iterator[tuple[dict[str, Any], Any, float]]:
+    """(grid point, fitted scorer, fit seconds) for every point of a family's grid."""
+    from linrec.models.spectral import SPECTRAL_MODELS, compute_spectrum, spectral_grid
 
     name = family["model"]
     grid = dict(family.get("grid", {}))
     fixed = dict(family.get("params", {}))
-    if issubclass(model_class(name), SpectralFilterModel) and "gamma" not in fixed and not \
-            fixed.get("dropout"):
+    if name in SPECTRAL_MODELS and "gamma" not in fixed and not fixed.get("dropout"):
+        t0 = time.perf_counter()
         spectrum = compute_spectrum(train)
+        seconds = time.perf_counter() - t0
         values = {k: (v if isinstance(v, (list, tuple)) else [v]) for k, v in grid.items()}
-        yield from spectral_grid(name, spectrum, values, **fixed)
+        for point, scorer in spectral_grid(name, spectrum, values, **fixed):
+            yield point, scorer, seconds
+            seconds = 0.0  # the decomposition is shared by the whole grid
         return
+    from linrec.models import build_model
+
     for point in _grid_points(grid):
-        model = build_from_config({"name": name, **fixed, **point}, label)
-        fit_timed(model, train, f"{label} {point}")
-        yield point, model
+        model = build_model(study_model_config({"name": name, **fixed, **point}, label, seed))
+        t0 = time.perf_counter()
+        model.fit(train)
+        seconds = time.perf_counter() - t0
+        log.info("fit %s %s in %.2fs", label, point, seconds)
+        yield point, model, seconds
 
 
-def _evaluate(scorer, evalset: EvalSet, ks, metrics, seed: int, users_known: bool):
-    return evaluate_split(scorer, evalset, ks=ks, metrics=metrics, seed=seed,
-                          users_known=users_known).metrics
+def _check_report_keys(report: list[str], config: Any, n_items: int) -> None:
+    """Every reported metric must be one the eval block computes."""
+    ks = set(config.eval.ks_for(n_items))
+    for key in report:
+        name, k = parse_metric_key(key, where="study.report")
+        if name not in config.eval.metrics or (k is not None and k not in ks):
+            raise ConfigError(f"study.report: {key} is not computed; add {name} to eval.metrics "
+                              f"and {k} to eval.ks")
 
 
-def run(config: dict[str, Any], run_dir: Path) -> float | None:
+def run(config: Any, run_dir: Path) -> float | None:
     from linrec.data.pipeline import prepare_data
 
-    study = check_study_fields(config["study"], STUDY_FIELDS, optional=("selection", "report"))
-    for label, family in study["models"].items():
-        if not isinstance(family, Mapping) or not isinstance(family.get("model"), str):
-            raise ConfigError(f"study.models.{label}={family!r} must be a mapping with a 'model'"
-                              " name (and optional grid, params, train_on)")
-        unknown = sorted(set(family) - set(FAMILY_FIELDS))
-        if unknown:
-            raise ConfigError(f"study.models.{label}: unknown field(s) {unknown}; allowed: "
-                              f"{list(FAMILY_FIELDS)}")
-    seed = int(config.get("seed", 0))
-    selection = study.get("selection", "ndcg@100")
-    report = list(study.get("report", ["recall_trunc@20", "recall_trunc@50", "ndcg@100"]))
-    keys = [parse_metric_key(k, field_name="study.report") for k in [selection, *report]]
-    metrics = sorted({name for name, _ in keys})
-    ks = sorted({k for _, k in keys if k is not None}) or [1]
-    prepared = prepare_data(config["data"])
+    study = config.study
+    prepared = prepare_data(config.data)
     split = prepared.split
     if split.valid is None:
         raise ConfigError("experiment=linear_models selects on the validation users: the data "
                           "split needs validation users (e.g. data/split=strong)")
+    report_keys = list(study.report)
+    _check_report_keys(report_keys, config, split.n_items)
+    on_valid = dataclasses.replace(config.eval, splits=("valid",))
+    on_test = dataclasses.replace(config.eval, splits=("test",))
     tables, figures = run_dir / "tables", run_dir / "figures"
     train_matrices: dict[str, sp.csr_matrix] = {"train": split.train}
-    main_rows, record = [], {"dataset": {"name": prepared.name, **prepared.stats},
-                             "selection": selection, "families": {}}
+    main_rows: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {"families": {}}
     best_models: dict[str, Any] = {}
-    for label, family in study["models"].items():
+    selection = None
+    for label, family in study.models.items():
         train_on = family.get("train_on", "train")
-        if train_on not in TRAIN_ON:
-            raise ConfigError(f"study.models.{label}.train_on={train_on!r}; allowed: {TRAIN_ON}")
         if train_on not in train_matrices:
             train_matrices[train_on] = with_foldin_rows(split)
         users_known = train_on == "train_and_foldin" or not split.strong
         grid_rows, best = [], None
-        for point, scorer in _scorers(family, train_matrices[train_on], label):
-            valid = _evaluate(scorer, split.valid, ks, metrics, seed, users_known)
-            grid_rows.append({**point, selection: valid[selection]})
-            if best is None or valid[selection] > best[2][selection]:
-                best = (point, scorer, valid)
-            log.info("%s %s: valid %s = %.5f", label, point, selection, valid[selection])
+        for point, scorer, seconds in _scorers(family, train_matrices[train_on], label,
+                                               config.seed):
+            report = evaluate(scorer, split, on_valid, seed=config.seed, users_known=users_known)
+            selection = report.selection_metric
+            write_study_run(run_dir / "runs" / label / point_dir(point), config, prepared,
+                            label=label, model=family["model"], report=report,
+                            timings={"fit": seconds, "evaluate": report.seconds}, point=point)
+            grid_rows.append({**point, selection: report.selection_value})
+            if best is None or report.selection_value > best[2].selection_value:
+                best = (point, scorer, report, seconds)
+            log.info("%s %s: valid %s = %.5f", label, point, selection, report.selection_value)
         if best is None:
             raise ConfigError(f"study.models.{label}.grid is empty")
-        point, scorer, valid = best
-        test = _evaluate(scorer, split.test, ks, metrics, seed, users_known)
+        point, scorer, valid_report, seconds = best
+        test_report = evaluate(scorer, split, on_test, seed=config.seed, users_known=users_known)
+        both = EvalReport(splits={**valid_report.splits, **test_report.splits},
+                          selection_metric=selection, selection_split="valid",
+                          seconds=valid_report.seconds + test_report.seconds)
+        write_study_run(run_dir / "runs" / label / point_dir(point), config, prepared,
+                        label=label, model=family["model"], report=both,
+                        timings={"fit": seconds, "evaluate": both.seconds}, point=point)
+        valid = valid_report.splits["valid"].exact
+        test = test_report.splits["test"].exact
         best_models[label] = scorer
         main_rows.append({"model": label, "params": ", ".join(f"{k}={v}" for k, v in point.items()),
                           f"valid {selection}": valid[selection],
-                          **{f"test {k}": test[k] for k in report}})
-        record["families"][label] = {"grid": grid_rows, "best": point, "valid": valid,
-                                     "test": test, "train_on": train_on}
+                          **{f"test {k}": test[k] for k in report_keys}})
+        summary["families"][label] = {"grid": grid_rows, "best": point, "valid": valid,
+                                      "test": test, "train_on": train_on}
         _write_grid(tables, label, grid_rows, selection)
     md = write_table(tables, "main", list(main_rows[0]), main_rows,
                      f"Test metrics at the best validation {selection} ({prepared.name})")
-    _write_profiles(best_models, split.train, figures, record)
-    write_json_atomic(run_dir / "study.json", record)
-    if not config.get("quiet", False):
+    figure = _write_profiles(best_models, split.train, figures, summary)
+    write_study_index(run_dir, config, prepared, summary, [figure] if figure else [])
+    if not config.quiet:
         print(md)
         print(f"tables: {tables}")
     return float(max(r[f"valid {selection}"] for r in main_rows))
@@ -166,8 +181,9 @@ def _write_grid(tables: Path, label: str, rows: list[dict[str, Any]], selection:
 
 
 def _write_profiles(models: Mapping[str, Any], train: sp.csr_matrix, figures: Path,
-                    record: dict[str, Any]) -> None:
-    """Figure 11 view: per-component shrinkage f_i = v_iᵀ W v_i of every item-item model."""
+                    summary: dict[str, Any]) -> Path | None:
+    """Figure 11 view: per-component shrinkage f_i = v_iᵀ W v_i of every item-item model; the
+    figure's path, or None when no model has a profile."""
     from linrec.models.profile import spectral_profile
     from linrec.models.spectral import FilteredScorer, compute_spectrum
     from linrec.plots import plot_spectral_profile
@@ -187,7 +203,10 @@ def _write_profiles(models: Mapping[str, Any], train: sp.csr_matrix, figures: Pa
             log.info("no spectral profile for %s: %s", label, exc)
             continue
         profiles[label] = f
-    if profiles:
-        plot_spectral_profile(profiles, title="per-component shrinkage of the selected models",
-                              path=figures / "spectral_profile.png")
-        record["profiles"] = {k: v[:200].tolist() for k, v in profiles.items()}
+    if not profiles:
+        return None
+    path = figures / "spectral_profile.png"
+    plot_spectral_profile(profiles, title="per-component shrinkage of the selected models",
+                          path=path)
+    summary["profiles"] = {k: v[:200].tolist() for k, v in profiles.items()}
+    return path

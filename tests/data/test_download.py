@@ -161,13 +161,13 @@ def test_locate_without_download_says_where_to_put_the_file(tmp_path):
     message = str(info.value)
     assert remote.url in message
     assert str(tmp_path / "downloads" / "x.zip") in message
-    assert "linrec data=x" in message and "data.source.download=true" in message
+    assert "linrec data=x" in message and "data.download=true" in message
 
 
 def test_locate_rejects_a_non_boolean_download_flag(tmp_path):
     """download='abc' from the command line used to be truthy and start a download."""
     remote = dl.RemoteFile("https://example.org/x.zip", None, "x.zip")
-    with pytest.raises(ConfigError, match="data.source.download must be true or false, got 'no'"):
+    with pytest.raises(ConfigError, match="data.download must be true or false, got 'no'"):
         dl.locate(remote, download="no", dataset="x", override_hint="", cache_dir=tmp_path)
     assert not (tmp_path / "downloads").exists()
 

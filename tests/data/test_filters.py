@@ -130,18 +130,20 @@ def test_apply_filters_runs_binarize_then_kcore():
 def test_apply_filters_defaults_change_nothing():
     inter = _random_inter(1)
     assert _pairs(apply_filters(inter, None)) == _pairs(inter)
-    assert _pairs(apply_filters(inter, {"min_user_interactions": None})) == _pairs(inter)
+    assert _pairs(apply_filters(inter, {"min_user_interactions": 0})) == _pairs(inter)
 
 
 @pytest.mark.parametrize(
     ("cfg", "match"),
     [
-        ({"min_users": 5}, r"unknown filters key\(s\) \['min_users'\]; allowed"),
-        ({"min_user_interactions": -1}, "min_user_interactions must be an integer >= 0, got -1"),
-        ({"min_item_interactions": 2.5}, "min_item_interactions must be an integer >= 0"),
-        ({"min_rating": "high"}, "min_rating must be a number or null"),
-        ({"min_rating": True}, "min_rating must be a number or null"),  # bool is not a rating
-        ({"iterative": "no"}, "filters.iterative must be true or false, got 'no'"),  # was truthy
+        ({"min_users": 5}, r"filters: unknown field\(s\) \['min_users'\]; allowed"),
+        ({"min_user_interactions": -1},
+         "min_user_interactions=-1 is out of range; allowed: an integer >= 0"),
+        ({"min_item_interactions": 2.5},
+         "min_item_interactions=2.5 is not an integer; allowed: an integer >= 0"),
+        ({"min_rating": "high"}, "min_rating='high' is not a finite number"),
+        ({"min_rating": True}, "min_rating=True is not a finite number"),  # bool: not a rating
+        ({"iterative": "no"}, "filters.iterative='no' is not a flag; allowed: true or false"),
     ],
 )
 def test_apply_filters_config_errors(cfg, match):

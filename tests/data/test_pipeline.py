@@ -1,10 +1,11 @@
 """prepare_data: config validation, filters + split, stats, the split cache (round trip,
-corruption, atomic writes)."""
+corruption, atomic writes), the data.path / data.variant shortcuts and dataset names."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from omegaconf import OmegaConf
 
 import linrec.data.pipeline as pipeline
 from linrec.data import sources
+from linrec.data.configs import SOURCE_CONFIGS, DataConfig, SourceConfig
 from linrec.data.filters import kcore
 from linrec.data.interactions import Interactions, PredefinedSplitData
 from linrec.data.pipeline import cache_path, prepare_data
@@ -29,6 +31,14 @@ def toy_interactions(seed: int = 0, n_users: int = 80, n_items: int = 50) -> Int
     )
 
 
+@dataclass
+class FakeSourceConfig(SourceConfig):
+    """The config of the stand-in source "fake" (one parameter)."""
+
+    name: str = "fake"
+    size: int = 0
+
+
 class FakeSource:
     """Stands in for linrec.data.sources.load_source and counts its calls."""
 
@@ -36,9 +46,14 @@ class FakeSource:
         self.data = data
         self.calls: list[tuple[str, dict]] = []
 
-    def __call__(self, name, **params):
-        self.calls.append((name, params))
+    def __call__(self, config):
+        self.calls.append((config.name, config.loader_params()))
         return self.data
+
+
+@pytest.fixture(autouse=True)
+def fake_source_config(monkeypatch):
+    monkeypatch.setitem(SOURCE_CONFIGS, "fake", FakeSourceConfig)
 
 
 @pytest.fixture
@@ -101,10 +116,14 @@ def test_cache_round_trip(linrec_data_home, fake_source):
     cfg = base_cfg(valid_fraction=0.1)
     first = prepare_data(cfg)
     path = cache_path(cfg)
+    split = {"kind": "holdout", "test_fraction": 0.2, "valid_fraction": 0.1, "order": "random",
+             "seed": 7, "test_foldin_includes_valid": True}
+    filters = {"min_rating": 2.0, "min_user_interactions": 3, "min_item_interactions": 2,
+               "iterative": True}
     canonical = json.dumps(
         {
             "cache_version": pipeline.CACHE_VERSION,
-            "data": {k: v for k, v in cfg.items() if k != "cache"},
+            "data": {"source": {"name": "fake", "size": 3}, "filters": filters, "split": split},
             "files": [],
         },
         sort_keys=True,
@@ -211,28 +230,30 @@ def test_protocol_defaults_apply(linrec_data_home, fake_source):
     [
         (
             {"split": {"kind": "kfold"}},
-            r"unknown data.split.kind 'kfold'; allowed: "
+            r"data.split.kind='kfold' is unknown; allowed: "
             r"\['holdout', 'loo', 'predefined', 'strong'\]",
         ),
         (
             {"split": {"kind": "loo", "test_fraction": 0.2}},
-            r"unknown data.split parameter\(s\) \['test_fraction'\] for kind 'loo'; allowed: "
-            r"\['seed', 'order', 'valid', 'test_foldin_includes_valid'\]",
+            r"data.split: unknown field\(s\) \['test_fraction'\]; allowed: "
+            r"\['kind', 'order', 'valid', 'seed', 'test_foldin_includes_valid'\]",
         ),
         ({"split": {"seed": 3}}, "data.split must be a mapping with a 'kind'"),
-        ({"split": {"kind": "holdout", "seed": -1}}, "data.split.seed must be an integer >= 0"),
+        ({"split": {"kind": "holdout", "seed": -1}},
+         "data.split.seed=-1 is out of range; allowed: an integer >= 0"),
         (
             {"split": {"kind": "holdout", "test_fraction": 1.5}},
-            r"split.test_fraction must be in \(0, 1\), got 1.5",
+            r"data.split.test_fraction=1.5 is out of range; allowed: a number > 0 and < 1",
         ),
         (
             {"split": {"kind": "strong", "n_valid_users": -2, "n_test_users": 1}},
-            "split.n_valid_users must be an integer >= 0, got -2",
+            "data.split.n_valid_users=-2 is out of range; allowed: an integer >= 0",
         ),
-        ({"splitting": {}}, r"unknown data key\(s\) \['splitting'\]"),
-        ({"filters": {"min_user": 2}}, r"unknown filters key\(s\) \['min_user'\]"),
+        ({"splitting": {}}, r"data: unknown field\(s\) \['splitting'\]"),
+        ({"filters": {"min_user": 2}}, r"data.filters: unknown field\(s\) \['min_user'\]"),
         ({"source": {"path": "x"}}, "data.source must be a mapping with a 'name'"),
-        ({"cache": "yes"}, "data.cache must be true or false"),
+        ({"cache": "yes"}, "data.cache='yes' is not a flag; allowed: true or false"),
+        ({"path": "x"}, "data.path='x': source 'fake' has no path"),
         ({"split": {"kind": "predefined"}}, "predefined needs a source with published train/test"),
     ],
 )
@@ -243,7 +264,7 @@ def test_config_errors(linrec_data_home, fake_source, change, match):
 
 @pytest.mark.parametrize("data_cfg", [None, "synthetic", [1, 2]])
 def test_data_config_must_be_a_mapping(linrec_data_home, data_cfg):
-    with pytest.raises(ConfigError, match="data must be a mapping"):
+    with pytest.raises(ConfigError, match="data=.* must be a mapping"):
         prepare_data(data_cfg)
 
 
@@ -287,5 +308,28 @@ def test_cache_key_changes_when_the_source_file_changes(linrec_data_home, tmp_pa
     before = cache_path(cfg)
     data_file.write_text("user,item\n1,2\n3,4\n")
     assert cache_path(cfg) != before
-    # the yaml shortcuts (data.path=...) are interpolated into source and do not change the key
-    assert cache_path({**cfg, "path": str(data_file)}) == cache_path(cfg)
+    # the shortcut data.path is the source's path: the same key
+    shortcut = {"name": "t", "source": {"name": "tabular"}, "split": {"kind": "holdout"},
+                "path": str(data_file)}
+    assert cache_path(shortcut) == cache_path(cfg)
+    # the label of the data is not part of the key
+    assert cache_path({**cfg, "name": "other"}) == cache_path(cfg)
+
+
+def test_shortcuts_and_dataset_names(tmp_path):
+    """data.path / data.variant replace the source's fields; without data.name the data is named
+    after its source, a LightGCN-format directory after itself."""
+    own = DataConfig.from_mapping({"source": {"name": "lightgcn"},
+                                   "split": {"kind": "predefined"},
+                                   "path": str(tmp_path / "my-shop")})
+    assert own.resolved_source().path == str(tmp_path / "my-shop")
+    assert own.dataset_name() == "lightgcn-my-shop"
+    published = DataConfig.from_mapping({"source": {"name": "lightgcn"},
+                                         "split": {"kind": "predefined"}, "variant": "yelp2018"})
+    assert published.dataset_name() == "lightgcn-yelp2018"
+    movielens = DataConfig.from_mapping({"source": {"name": "movielens"}, "variant": "ml-100k"})
+    assert movielens.resolved_source().variant == "ml-100k"
+    assert movielens.dataset_name() == "movielens-ml-100k"
+    assert DataConfig().dataset_name() == "synthetic"
+    with pytest.raises(ConfigError, match="data.variant='x': source 'synthetic' has no variant"):
+        DataConfig.from_mapping({"variant": "x"})

@@ -252,8 +252,8 @@ def test_banded_operator_gives_the_dense_results():
     # large N·n use the banded CSR form of P(r|R) (spec §2.5, §13 pitfall 8); same estimates
     from linrec.eval.conditional import conditional_band
     from linrec.eval.estimators.bv import bv
-    from linrec.eval.estimators.mn import mn
     from linrec.eval.estimators.em import mle
+    from linrec.eval.estimators.mn import mn
 
     n_items, sample_size = 2000, 400
     _, sampled = _draw(n_items, sample_size, 4000, seed=9)

@@ -10,7 +10,7 @@ import pytest
 from linrec.errors import ConfigError, DataError
 from linrec.eval.metrics import EXACT_METRICS, exact_metrics, target_positions
 from linrec.eval.ranks import RankTable, global_ranks, tie_break_keys
-from tests.eval.test_ranks import DummyModel, make_evalset
+from tests.conftest import LinearScores, make_evalset
 
 TOP_K = [m for m in EXACT_METRICS if m != "auc"]
 
@@ -65,7 +65,7 @@ def test_metrics_match_brute_force(case):
     n_items = int(rng.integers(20, 130))
     evalset = make_evalset(int(rng.integers(5, 25)), n_items, seed=case,
                            foldin_p=rng.uniform(0.05, 0.5), target_p=rng.uniform(0.02, 0.3))
-    model = DummyModel(n_items, seed=case, decimals=(0 if case % 2 else None))
+    model = LinearScores(n_items, seed=case, decimals=(0 if case % 2 else None))
     ks = [1, 5, 20, 100, n_items + 7]
     table = global_ranks(model, evalset, seed=case, users_known=False, batch_size=7)
     result = exact_metrics(table, ks, EXACT_METRICS)
@@ -103,7 +103,7 @@ def Recall_at_k_batch(X_pred, heldout_batch, k=100):  # noqa: N802
 def test_equals_liang_et_al(k):
     n_items = 300
     evalset = make_evalset(40, n_items, seed=k, foldin_p=0.2, target_p=0.05, min_targets=1)
-    model = DummyModel(n_items, seed=k)  # continuous scores: no ties
+    model = LinearScores(n_items, seed=k)  # continuous scores: no ties
     x_pred = model.score(evalset.foldin)
     x_pred[evalset.foldin.nonzero()] = -np.inf  # as in the notebook
     table = global_ranks(model, evalset, seed=0, users_known=False, batch_size=16)

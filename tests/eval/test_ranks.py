@@ -18,45 +18,7 @@ from linrec.eval.ranks import (
     tie_break_keys,
     tie_break_keys_at,
 )
-from linrec.models.base import Recommender
-
-
-class DummyModel(Recommender):
-    """score = foldin @ W (+ 0.5 * user id when users are given); records the users it saw.
-    decimals: round scores to make ties; dtype: output dtype."""
-
-    def __init__(self, n_items: int, seed: int = 0, decimals: int | None = None,
-                 dtype: type = np.float64) -> None:
-        self.w = np.random.default_rng(seed).normal(size=(n_items, n_items))
-        self.decimals, self.dtype = decimals, dtype
-        self.seen_users: list = []
-
-    def fit(self, train, valid=None):
-        return self
-
-    def score(self, foldin, users=None):
-        self.seen_users.append(None if users is None else np.asarray(users).copy())
-        scores = np.asarray(foldin @ self.w)
-        if users is not None:
-            scores = scores + 0.5 * np.asarray(users)[:, None]
-        if self.decimals is not None:
-            scores = np.round(scores, self.decimals)
-        return scores.astype(self.dtype)
-
-
-def make_evalset(n_users: int, n_items: int, seed: int, foldin_p: float = 0.3,
-                 target_p: float = 0.15, min_targets: int = 0) -> EvalSet:
-    """Random fold-in / target rows (disjoint); users are shuffled ids."""
-    rng = np.random.default_rng(seed)
-    foldin = rng.random((n_users, n_items)) < foldin_p
-    targets = (rng.random((n_users, n_items)) < target_p) & ~foldin
-    for u in range(n_users):  # test data builder, not library code
-        free = np.flatnonzero(~foldin[u] & ~targets[u])
-        need = min(max(0, min_targets - targets[u].sum()), len(free))
-        targets[u, rng.choice(free, need, replace=False)] = True
-    users = rng.permutation(10 * n_users)[:n_users].astype(np.int64)
-    return EvalSet(users=users, foldin=sp.csr_matrix(foldin.astype(np.float32)),
-                   targets=sp.csr_matrix(targets.astype(np.float32)))
+from tests.conftest import LinearScores, make_evalset
 
 
 def brute_force_ranks(scores: np.ndarray, evalset: EvalSet, seed: int) -> dict:
@@ -183,7 +145,7 @@ def test_extreme_scores():
 @pytest.mark.parametrize("users_known", [True, False])
 def test_global_ranks_independent_of_batch_size(users_known):
     evalset = make_evalset(23, 50, seed=4)
-    model = DummyModel(50, decimals=0)
+    model = LinearScores(50, decimals=0)
     tables = [global_ranks(model, evalset, seed=2, users_known=users_known, batch_size=b)
               for b in (1, 4, 23, 100)]
     for table in tables[1:]:
@@ -197,7 +159,7 @@ def test_global_ranks_independent_of_batch_size(users_known):
 
 def test_score_batches_passes_users_and_sizes_batches():
     evalset = make_evalset(10, 20, seed=5)
-    model = DummyModel(20)
+    model = LinearScores(20)
     model.seen_users.clear()
     slices = [rows for rows, _ in score_batches(model, evalset, users_known=True, batch_size=4)]
     assert slices == [slice(0, 4), slice(4, 8), slice(8, 10)]
@@ -214,7 +176,7 @@ def test_score_batches_passes_users_and_sizes_batches():
 
 def test_bad_inputs():
     evalset = make_evalset(5, 12, seed=6, min_targets=1)
-    model = DummyModel(12)
+    model = LinearScores(12)
     with pytest.raises(MemoryBudgetError, match="memory_budget_mb"):
         list(score_batches(model, evalset, users_known=False, memory_budget_mb=1e-6))
     with pytest.raises(ConfigError, match="batch_size"):
@@ -229,7 +191,7 @@ def test_bad_inputs():
         batch_global_ranks(np.zeros((5, 12)), overlap, evalset.targets,
                            BatchKeys(0, evalset.users, 12))
 
-    class WrongShape(DummyModel):
+    class WrongShape(LinearScores):
         def score(self, foldin, users=None):
             return np.zeros((foldin.shape[0], 3))
 
@@ -239,7 +201,7 @@ def test_bad_inputs():
 
 def test_rank_table_npz_roundtrip(tmp_path):
     evalset = make_evalset(7, 25, seed=7)
-    table = global_ranks(DummyModel(25), evalset, seed=1, users_known=False)
+    table = global_ranks(LinearScores(25), evalset, seed=1, users_known=False)
     path = tmp_path / "ranks.npz"
     table.save_npz(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ranks.npz"]
@@ -260,9 +222,9 @@ def test_score_layouts_and_dtypes(layout):
     """Fortran-ordered, integer, half-precision and read-only score arrays rank like the brute
     force on the same values (non-float and half scores are ranked as float64)."""
     evalset = make_evalset(8, 30, seed=8, min_targets=2)
-    base = DummyModel(30, decimals=0)
+    base = LinearScores(30, decimals=0)
 
-    class Variant(DummyModel):
+    class Variant(LinearScores):
         def score(self, foldin, users=None):
             scores = base.score(foldin, users)
             if layout == "fortran":

@@ -13,8 +13,8 @@ from scipy import stats
 
 from linrec.data.splits import EvalSet
 from linrec.errors import ConfigError, DataError
-from linrec.eval.ranks import BatchKeys, tie_break_keys
 from linrec.eval.negatives import NegativeSampler, block_targets, canonical_targets, draw_negatives
+from linrec.eval.ranks import BatchKeys, tie_break_keys
 from linrec.eval.sampled_ranks import SampledRankHook, sampled_ranks_from_scores
 from linrec.eval.simulate import (
     AdaptiveSample,
@@ -280,9 +280,9 @@ class _FixedScores:
 
 
 def test_hook_inside_the_evaluator_pass() -> None:
-    """Real batch pass (linrec.eval.evaluator): the hook's ranks equal 1 + #{sampled j ranked
+    """Real batch pass (linrec.eval.exact): the hook's ranks equal 1 + #{sampled j ranked
     above t in the exact order}, for every batch size, and agree with the RankTable."""
-    from linrec.eval.evaluator import evaluate_split
+    from linrec.eval.exact import evaluate_exact
     from linrec.eval.ranks import tie_break_keys
 
     n_users, n_items, seed = 60, 80, 5
@@ -292,7 +292,7 @@ def test_hook_inside_the_evaluator_pass() -> None:
     runs = {}
     for batch in (1, 7, n_users):
         hook = SampledRankHook(eval_set, n_items, 15, seed=2, repeats=3)
-        result = evaluate_split(model, eval_set, ks=[10], metrics=["recall"], seed=seed,
+        result = evaluate_exact(model, eval_set, ks=[10], metrics=["recall"], seed=seed,
                                 users_known=True, batch_hooks=[hook], batch_size=batch)
         runs[batch] = hook.result()
     for batch in (7, n_users):

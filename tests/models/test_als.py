@@ -8,11 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-import yaml
 
 from linrec.errors import ConfigError, DataError
 from linrec.models.als import IALS, WMF, DebiasedIALS
-from linrec.models.registry import build_model
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
 
@@ -362,12 +360,3 @@ def test_wmf_with_unit_confidence_is_regularized_mf() -> None:
 
 # --------------------------------------------------------------------------------------------
 # Configs
-
-
-@pytest.mark.parametrize("name", ["ials", "debiased_ials", "wmf"])
-def test_model_yaml_builds(name: str) -> None:
-    params = yaml.safe_load((CONF_DIR / f"{name}.yaml").read_text())
-    assert params.pop("name") == name
-    model = build_model(name, **params)
-    assert type(model).__name__ == {"ials": "IALS", "debiased_ials": "DebiasedIALS",
-                                    "wmf": "WMF"}[name]

@@ -198,7 +198,7 @@ def test_lowrank_edlae_full_rank_converges_to_edlae(X):
     full = EDLAE(p=p, lam=lam, dtype="float64").fit(X).W
     model = LowRankEDLAE(p=p, lam=lam, rank=X.shape[1], n_iter=2000, tol=1e-14,
                          dtype="float64").fit(X)
-    assert model.n_iter_run < 2000  # converged before the cap
+    assert model.n_iter_run_ < 2000  # converged before the cap
     np.testing.assert_allclose(model.W, full, rtol=0, atol=1e-9)
     assert np.all(np.diag(model.W) == 0.0)
 

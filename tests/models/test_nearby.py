@@ -8,12 +8,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-import yaml
 
 from linrec.errors import ConfigError
 from linrec.models.ease import EDLAE
-from linrec.models.nearby import LearnedLambda, NearbyItemItem, _validation_ndcg
-from linrec.models.registry import MODELS, build_model
+from linrec.models.nearby import LearnedLambda, NearbyItemItem
 from linrec.models.spectral import LRR
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
@@ -103,7 +101,7 @@ def test_training_decreases_bpr_loss(options: dict) -> None:
 def test_nearby_item_item_training_decreases_bpr_loss() -> None:
     params = dict(base="edlae", base_params={"p": 0.3, "lam": 2.0, "dtype": "float64"},
                   head_tail=True, sparsify=True, sparsify_threshold=0.0, dtype="float64",
-                  bpr_scale=5.0, batch_size=32, n_pairs=8)
+                  bpr_scale=5.0, batch_size=32, n_pairs=8, dropout=0.0)
     start = NearbyItemItem(**params, epochs=0).fit(TRAIN)
     trained = NearbyItemItem(**params, epochs=15, lr=0.05).fit(TRAIN)
     assert trained.bpr_loss(TRAIN, seed=3) < start.bpr_loss(TRAIN, seed=3)
@@ -150,24 +148,42 @@ def test_training_is_deterministic() -> None:
     np.testing.assert_array_equal(one.head_, two.head_)
 
 
-def test_early_stopping_with_validation_runs() -> None:
-    from linrec.data.splits import EvalSet
+def test_early_stopping_keeps_the_best_epoch_of_the_validation_callback() -> None:
+    """The run passes a validation callback (model -> score); with patience p the trainer stops
+    p epochs after the best one and restores that epoch's parameters."""
+    scores = iter([0.1, 0.3, 0.2, 0.25, 0.9])
+    seen = []
+
+    def validation(model) -> float:
+        seen.append(model.alpha_.copy())
+        return next(scores)
+
+    model = LearnedLambda(**BASE, epochs=5, patience=2, lr=0.05).fit(TRAIN, validation)
+    assert len(model.loss_history_) == 4  # best at epoch 2, stale at 3 and 4
+    np.testing.assert_array_equal(model.alpha_, seen[1])
+
+
+def test_early_stopping_with_the_runs_validation_score() -> None:
+    """The callback linrec.eval.validation_score builds from a split (the run's selection
+    metric on the validation users) drives the trainer end to end."""
+    from linrec.data.splits import EvalSet, Split
+    from linrec.eval import validation_score
 
     targets = planted(n_users=15, seed=2)
     targets = sp.csr_matrix(targets.toarray() * (FOLDIN.toarray() == 0))
     valid = EvalSet(users=np.arange(15), foldin=FOLDIN, targets=targets)
-    model = LearnedLambda(**BASE, epochs=6, patience=2, lr=0.05).fit(TRAIN, valid=valid)
+    split = Split(TRAIN, valid, valid, strong=True)
+    model = LearnedLambda(**BASE, epochs=6, patience=2, lr=0.05).fit(
+        TRAIN, validation_score(split))
     assert 1 <= len(model.loss_history_) <= 6
 
 
-def test_validation_ndcg_against_hand_computation() -> None:
-    scores = np.array([[0.9, 0.8, 0.7, 0.1], [0.1, 0.2, 0.3, 0.4]])
-    foldin = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 0, 0, 0]], dtype=float))
-    targets = sp.csr_matrix(np.array([[0, 0, 1, 0], [1, 0, 0, 1]], dtype=float))
-    ndcg = _validation_ndcg(scores, foldin, targets, k=2)
-    # user 0: ranking (masked 0) 1, 2, 3 -> target 2 at position 2: (1/log2 3) / 1
-    # user 1: ranking 3, 2 -> target 3 at position 1: 1 / (1 + 1/log2 3)
-    np.testing.assert_allclose(ndcg, [1 / np.log2(3), 1 / (1 + 1 / np.log2(3))], rtol=1e-15)
+def test_fit_refuses_an_evaluation_set_in_place_of_a_callback() -> None:
+    from linrec.data.splits import EvalSet
+
+    valid = EvalSet(users=np.arange(15), foldin=FOLDIN, targets=FOLDIN)
+    with pytest.raises(ConfigError, match="validation_score"):
+        LearnedLambda(**BASE, epochs=1).fit(TRAIN, valid)
 
 
 # --------------------------------------------------------------------------------------------
@@ -189,18 +205,7 @@ def test_nearby_item_item_bad_parameters() -> None:
         NearbyItemItem(head_tail=False)
     with pytest.raises(ConfigError, match="sparsify_threshold"):
         NearbyItemItem(sparsify=True, sparsify_threshold="high")
-    with pytest.raises(ConfigError, match="dense item-item"):
-        NearbyItemItem(base="ials", base_params={"factors": 2, "epochs": 1}).fit(TRAIN)
+    with pytest.raises(ConfigError, match="base='ials'.*allowed.*edlae"):
+        NearbyItemItem(base="ials", base_params={"factors": 2, "epochs": 1})
     with pytest.raises(ConfigError, match="rank"):
         LearnedLambda(**{**BASE, "rank": 30}).fit(TRAIN)
-
-
-@pytest.mark.parametrize("name,cls", [("learned_lambda", "LearnedLambda"),
-                                      ("nearby_ht", "NearbyItemItem"),
-                                      ("nearby_sparse", "NearbyItemItem")])
-def test_model_yaml_builds(name: str, cls: str) -> None:
-    params = yaml.safe_load((CONF_DIR / f"{name}.yaml").read_text())
-    assert params.pop("name") == name
-    # nearby_ht / nearby_sparse may not be registered yet: then build the class directly
-    model = build_model(name, **params) if name in MODELS else NearbyItemItem(**params)
-    assert type(model).__name__ == cls

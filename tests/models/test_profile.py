@@ -8,7 +8,6 @@ import scipy.sparse as sp
 from matplotlib.figure import Figure
 
 from linrec.errors import ConfigError
-from linrec.models.base import Recommender
 from linrec.models.profile import spectral_profile
 from linrec.models.spectral import (
     LRR,
@@ -23,27 +22,24 @@ TOL = 1e-10
 N_ITEMS = 30
 
 
-class _DenseItemModel(Recommender):
-    """Item–item model that stores its W (as EASE does)."""
+class _DenseItemModel:
+    """Item–item model that gives its W through the `weights()` accessor (as EASE does)."""
 
     def __init__(self, weights):
         self.W = weights
 
-    def fit(self, train, valid=None):
-        return self
+    def weights(self):
+        return self.W
 
     def score(self, foldin, users=None):
         return np.asarray(foldin @ self.W)
 
 
-class _ScoreOnlyModel(Recommender):
+class _ScoreOnlyModel:
     """Item–item model that exposes only score (x_u W)."""
 
     def __init__(self, weights: np.ndarray):
         self._hidden = weights
-
-    def fit(self, train, valid=None):
-        return self
 
     def score(self, foldin, users=None):
         return np.asarray(foldin @ self._hidden)

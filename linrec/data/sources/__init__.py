@@ -1,58 +1,45 @@
 """Dataset readers, one module per public format, behind one registry.
 
-`load_source(name, **params)` calls `<module>.load(**params)` of the source `name` (the
-`data.source.*` config fields are its keyword arguments). Modules are imported lazily so that
-the default synthetic data does not import pandas.
+`load_source(config)` calls the source's loader (`<module>.load`) with the fields of its typed
+config (`linrec.data.configs`); `load_source(name, **params)` builds that config first. Modules
+are imported lazily so that the default synthetic data does not import pandas.
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Callable
 from typing import Any
 
+from linrec.data.configs import SOURCE_CONFIGS, SourceConfig
 from linrec.data.interactions import Interactions, PredefinedSplitData
 from linrec.errors import ConfigError
 
-#: data.source.name -> "module:function" returning Interactions or PredefinedSplitData
-SOURCES: dict[str, str] = {
-    "synthetic": "linrec.data.sources.synthetic:load",
-    "movielens": "linrec.data.sources.movielens:load",
-    "netflix": "linrec.data.sources.netflix:load",
-    "msd": "linrec.data.sources.msd:load",
-    "lightgcn": "linrec.data.sources.lightgcn:load",
-    "ncf": "linrec.data.sources.ncf:load",
-    "tabular": "linrec.data.sources.tabular:load",
-}
+#: every source name (`data.source.name`)
+SOURCES: tuple[str, ...] = tuple(SOURCE_CONFIGS)
 
 
-def source_loader(name: str) -> Callable[..., Interactions | PredefinedSplitData]:
-    """The `load` function of source `name` (ConfigError listing the known sources otherwise)."""
-    if name not in SOURCES:
+def source_config(name: str, **params: Any) -> SourceConfig:
+    """The checked config of source `name` (ConfigError naming an unknown source or field)."""
+    if name not in SOURCE_CONFIGS:
         raise ConfigError(
-            f"data.source.name={name!r} is unknown; known sources: {', '.join(sorted(SOURCES))}"
-        )
-    module_name, function_name = SOURCES[name].split(":")
+            f"data.source.name={name!r} is unknown; known sources: {', '.join(sorted(SOURCES))}")
+    return SOURCE_CONFIGS[name].from_mapping({**params, "name": name})
+
+
+def source_loader(config: SourceConfig) -> Callable[..., Interactions | PredefinedSplitData]:
+    """The `load` function of a source config."""
+    module_name, function_name = config.loader.split(":")
     return getattr(importlib.import_module(module_name), function_name)
 
 
-def source_params(name: str) -> dict[str, Any]:
-    """Parameter name -> default of source `name` (the allowed `data.source.*` fields)."""
-    signature = inspect.signature(source_loader(name))
-    return {p.name: p.default for p in signature.parameters.values()}
+def load_source(config: SourceConfig | str, **params: Any) -> Interactions | PredefinedSplitData:
+    """Load a source from its config, or from its name and parameters."""
+    if isinstance(config, str):
+        config = source_config(config, **params)
+    elif params:
+        raise ConfigError("load_source: pass parameters in the config, not beside it")
+    return source_loader(config)(**config.loader_params())
 
 
-def load_source(name: str, **params: Any) -> Interactions | PredefinedSplitData:
-    """Load source `name` with `params`; an unknown parameter is a ConfigError naming it and
-    the allowed ones."""
-    allowed = source_params(name)
-    unknown = sorted(set(params) - set(allowed))
-    if unknown:
-        raise ConfigError(
-            f"data source {name!r} has no parameter(s) {unknown}; allowed: {sorted(allowed)}"
-        )
-    return source_loader(name)(**params)
-
-
-__all__ = ["SOURCES", "load_source", "source_loader", "source_params"]
+__all__ = ["SOURCES", "load_source", "source_config", "source_loader"]

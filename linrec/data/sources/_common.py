@@ -79,7 +79,7 @@ def existing_path(path: str | os.PathLike, dataset: str, expected: str) -> Path:
     path = Path(path).expanduser()
     if not path.exists():
         raise DownloadError(
-            f"{dataset}: {path} does not exist; data.source.path must point at {expected}"
+            f"{dataset}: {path} does not exist; data.path must point at {expected}"
         )
     return path
 
@@ -153,5 +153,5 @@ def locate_variant(
 def check_variant(urls: dict[str, dict[str, dl.RemoteFile]], variant: str, source: str) -> None:
     """ConfigError unless `variant` is one of the published variants of `source`."""
     if variant not in urls:
-        raise ConfigError(f"data.source.variant={variant!r} is not a {source} dataset; "
+        raise ConfigError(f"data.variant={variant!r} is not a {source} dataset; "
                           f"allowed: {', '.join(urls)}")

@@ -46,18 +46,20 @@ def read(path: str | os.PathLike, name: str = "lightgcn") -> PredefinedSplitData
 
 def load(
     path: str | os.PathLike | None = None,
-    variant: str = "gowalla",
+    variant: str | None = None,
     download: bool = False,
     cache_dir: str | os.PathLike | None = None,
 ) -> PredefinedSplitData:
-    """LightGCN `variant` from directory `path`, else from the cache (downloading if asked)."""
-    check_variant(URLS, variant, "LightGCN")
+    """A LightGCN-format directory `path` (named `variant`, else after the directory), else the
+    published `variant` (default gowalla) from the cache, downloading it if asked."""
     if path is not None:
-        return read(path, name=variant)
+        return read(path, name=variant or Path(path).expanduser().name)
+    variant = variant or "gowalla"
+    check_variant(URLS, variant, "LightGCN")
     files = locate_variant(
         URLS, variant, source="LightGCN", download=download, cache_dir=cache_dir,
-        override_hint=f"linrec data=lightgcn data.source.variant={variant} "
-                      f"data.source.path=/path/to/dir_with_train.txt_and_test.txt")
+        override_hint=f"linrec data=lightgcn data.variant={variant} "
+                      f"data.path=/path/to/dir_with_train.txt_and_test.txt")
     return _read_pair(files["train"], files["test"], variant)
 
 

@@ -78,8 +78,8 @@ def load(
     if path is not None:
         return read(path, variant)
     hint = (
-        f"linrec data=movielens data.source.variant={variant} "
-        f"data.source.path=/path/to/{RATINGS_FILE[variant]}"
+        f"linrec data=movielens data.variant={variant} "
+        f"data.path=/path/to/{RATINGS_FILE[variant]}"
     )
     root = cached_source(
         URLS[variant], download=download, dataset=f"movielens {variant}", override_hint=hint,
@@ -91,7 +91,7 @@ def load(
 def _check_variant(variant: str) -> str:
     if variant not in URLS:
         raise ConfigError(
-            f"data.source.variant={variant!r} is not a MovieLens variant; "
+            f"data.variant={variant!r} is not a MovieLens variant; "
             f"allowed: {', '.join(VARIANTS)}"
         )
     return variant

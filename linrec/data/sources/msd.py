@@ -52,7 +52,7 @@ def load(
         return read(path)
     root = cached_source(
         URLS["taste-profile"], download=download, dataset="msd",
-        override_hint=f"linrec data=msd data.source.path=/path/to/{FILE_NAME}",
+        override_hint=f"linrec data=msd data.path=/path/to/{FILE_NAME}",
         cache_dir=cache_dir,
     )
     return read(root)

@@ -61,18 +61,20 @@ def read(path: str | os.PathLike, name: str | None = None) -> PredefinedSplitDat
 
 def load(
     path: str | os.PathLike | None = None,
-    variant: str = "ml-1m",
+    variant: str | None = None,
     download: bool = False,
     cache_dir: str | os.PathLike | None = None,
 ) -> PredefinedSplitData:
-    """NCF `variant` from `path` (directory or prefix), else from the cache."""
-    check_variant(URLS, variant, "NCF")
+    """NCF data from `path` (directory or prefix; `variant` picks a set there, else the only
+    one), else the published `variant` (default ml-1m) from the cache."""
     if path is not None:
         return read(path, name=variant)
+    variant = variant or "ml-1m"
+    check_variant(URLS, variant, "NCF")
     files = locate_variant(
         URLS, variant, source="NCF", download=download, cache_dir=cache_dir,
-        override_hint=f"linrec data=ncf data.source.variant={variant} "
-                      f"data.source.path=/path/to/dir_with_{variant}.train.rating")
+        override_hint=f"linrec data=ncf data.variant={variant} "
+                      f"data.path=/path/to/dir_with_{variant}.train.rating")
     return _read_files(*(files[suffix] for suffix in SUFFIXES), name=variant)
 
 
@@ -84,7 +86,7 @@ def _pick_name(directory: Path, name: str | None) -> str:
         return names[0]
     raise DataError(
         f"ncf: {directory} holds {len(names)} '*.train.rating' sets {names}"
-        + (f", none named {name!r}" if name else "; pick one with data.source.variant")
+        + (f", none named {name!r}" if name else "; pick one with data.variant")
     )
 
 

@@ -68,7 +68,7 @@ def load(
         f"netflix: the Netflix Prize data is not in the cache. {why}Put the training set "
         f"(training_set/mv_*.txt from the original archive, or Kaggle's "
         f"combined_data_1..4.txt) under {home}, or point at it: "
-        f"linrec data=netflix data.source.path=/path/to/training_set"
+        f"linrec data=netflix data.path=/path/to/training_set"
     )
 
 

@@ -66,8 +66,8 @@ def load(
     """`read` with a ConfigError when no path is given (there is nothing to download)."""
     if path is None:
         raise ConfigError(
-            "data.source.path is required for the tabular source, e.g. linrec data=tabular "
-            "data.source.path=/path/to/events.csv data.source.user_col=user "
+            "data.path is required for the tabular source, e.g. linrec data=tabular "
+            "data.path=/path/to/events.csv data.source.user_col=user "
             "data.source.item_col=item"
         )
     return read(path, user_col, item_col, rating_col, timestamp_col, sep)

@@ -5,8 +5,15 @@ mapping functions of §4) and `accuracy` (ARE, winner accuracy). `registry.estim
 them by name."""
 
 from linrec.eval.estimators.priors import pooled_prior
-from linrec.eval.estimators.registry import BATCHED, ESTIMATORS, estimate, estimate_repeats
+from linrec.eval.estimators.registry import (
+    ADAPTIVE_ESTIMATORS,
+    BATCHED,
+    ESTIMATORS,
+    FIXED_SIZE_ESTIMATORS,
+    estimate,
+    estimate_repeats,
+)
 from linrec.eval.estimators.result import EstimateResult
 
-__all__ = ["BATCHED", "ESTIMATORS", "EstimateResult", "estimate", "estimate_repeats",
-           "pooled_prior"]
+__all__ = ["ADAPTIVE_ESTIMATORS", "BATCHED", "ESTIMATORS", "FIXED_SIZE_ESTIMATORS", "EstimateResult",
+           "estimate", "estimate_repeats", "pooled_prior"]

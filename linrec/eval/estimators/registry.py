@@ -35,8 +35,12 @@ _FIXED_SIZE: dict[str, Callable[..., EstimateResult]] = {
     "mn_mes": mn.runner("mes"),
 }
 
+#: estimators of samples with one common sample size
+FIXED_SIZE_ESTIMATORS: tuple[str, ...] = tuple(_FIXED_SIZE)
+#: estimators of samples with per-target sizes (adaptive sampling, spec §8)
+ADAPTIVE_ESTIMATORS: tuple[str, ...] = ("adaptive_mle",)
 #: every estimator name accepted by `estimate`
-ESTIMATORS: tuple[str, ...] = (*_FIXED_SIZE, "adaptive_mle")
+ESTIMATORS: tuple[str, ...] = (*FIXED_SIZE_ESTIMATORS, *ADAPTIVE_ESTIMATORS)
 
 
 def _check_params(name: str, runner: Callable, params: dict[str, Any], skip: int) -> None:

@@ -1,39 +1,44 @@
-"""The sampled block of a run: item-sampled ranks of every held-out item (real sampling inside the
-evaluator's batch pass, `repeats` seeded sample sets), every configured estimator of the exact
-metric, and their errors against the exact values (spec/evaluation.md §0.2, §10.3).
+"""The sampled block of one split: item-sampled ranks of every held-out item for each sampled
+setting, every configured estimator of the exact metric on every repeat, and their errors against
+the exact values (spec/evaluation.md §0.2, §10.3).
+
+Settings: one per sample size n ('n=100'), with `repeats` seeded sample sets each, drawn either by
+real item sampling inside the evaluator's batch pass (`SampledRankHook`, method "sample") or from
+their exact law given the global ranks (method "simulate", spec §2.4); and 'adaptive', adaptive
+samples (Algorithm 1, spec §8.2) simulated from the global ranks. Seeds: `simulate.repeat_rng`.
 
 Metrics here are target-level: each held-out item is one instance with its global rank R, and
 T@K = mean over targets of F(R) (spec §1.2). Under leave-one-out they equal the per-user metrics.
-`adaptive_mle` runs on adaptive samples (Algorithm 1, spec §8.2) simulated from the global ranks,
-exact in distribution (spec §2.4), with one seeded draw per repeat.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from linrec.config import SampledConfig
 from linrec.data.splits import EvalSet
-from linrec.eval.estimators import estimate, estimate_repeats
-from linrec.eval.estimators.accuracy import average_relative_error
+from linrec.hardware import cpu_cores
+from linrec.eval._checks import check_sample_size
+from linrec.eval.configs import SampledConfig
+from linrec.eval.estimators import ADAPTIVE_ESTIMATORS, estimate, estimate_repeats
 from linrec.eval.expected import global_rank_distribution
 from linrec.eval.metrics import curve
 from linrec.eval.negatives import canonical_targets
 from linrec.eval.ranks import RankTable
+from linrec.eval.report import SampledSetting
 from linrec.eval.sampled_ranks import SampledRankHook
-from linrec.eval.simulate import simulate_adaptive_ranks
+from linrec.eval.simulate import (
+    adaptive_levels,
+    repeat_rng,
+    simulate_adaptive_ranks,
+    simulate_sampled_ranks,
+)
 
-#: estimators that need per-target sample sizes from adaptive sampling
-ADAPTIVE_ESTIMATORS = ("adaptive_mle",)
 #: estimators whose prior is the MLE / MES of the same sampled ranks (per-run prior)
 PRIOR_VARIANTS = ("bv_mle", "mn_mle", "bv_mes", "mn_mes")
-_ADAPTIVE_SEED_TAG = 0xADA9
 
 
 def canonical_order(table: RankTable, evalset: EvalSet) -> np.ndarray:
@@ -113,7 +118,7 @@ def estimate_samples(names, samples, *, n_items: int, scheme: str = "binomial"
         return out
 
     if per_sample and samples:
-        workers = max(1, min(len(samples), len(os.sched_getaffinity(0))))
+        workers = max(1, min(len(samples), cpu_cores()))
         with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
             for result in pool.map(one_sample, zip(samples, priors, strict=True)):
                 for name, (p_hat, elapsed) in result.items():
@@ -122,34 +127,31 @@ def estimate_samples(names, samples, *, n_items: int, scheme: str = "binomial"
     return p_hats, seconds
 
 
-class SampledEvaluation:
-    """Plugs a SampledRankHook into the evaluator's pass, then estimates from its sampled ranks.
+class SampledBlock:
+    """The sampled settings of one EvalSet: `hooks()` go into the evaluator's pass (real item
+    sampling); `settings(rank_table)` then estimates every setting from its sample sets.
 
-    `hooks()` -> the hooks to pass to `evaluate_split`; `report(rank_table)` -> the JSON block:
-    protocol, exact target-level metrics, and per estimator {metrics: {"ndcg@10": {mean, std,
-    rel_error}}, are: {metric: {mean, std}}}, and timings {estimator: seconds}."""
+    Construction checks everything that needs only the data (sample sizes against n_items, the
+    pools, the adaptive levels), so a run can build it before the (possibly long) fit."""
 
     def __init__(self, cfg: SampledConfig, evalset: EvalSet, n_items: int) -> None:
         self.cfg = cfg
         self.evalset = evalset
         self.n_items = n_items
-        fixed = [e for e in cfg.estimators if e not in ADAPTIVE_ESTIMATORS]
-        self._hook = (
-            SampledRankHook(
-                evalset,
-                n_items,
-                sample_size=None if cfg.pool == "given" else cfg.sample_size,
-                seed=cfg.seed,
-                repeats=cfg.repeats,
-                replace=cfg.replace,
-                pool=cfg.pool,
-            )
-            if fixed
-            else None
-        )
+        fixed = cfg.sample_sizes if cfg.estimators else ()
+        self._hooks: dict[int, SampledRankHook] = {}
+        if cfg.method == "sample":
+            self._hooks = {n: SampledRankHook(
+                evalset, n_items, sample_size=None if cfg.pool == "given" else n, seed=cfg.seed,
+                repeats=cfg.repeats, replace=cfg.replace, pool=cfg.pool) for n in fixed}
+        else:
+            for n in fixed:
+                check_sample_size(n_items, n)
+        if cfg.adaptive.estimators:
+            adaptive_levels(n_items, cfg.adaptive.n0, cfg.adaptive.n_max)
 
     def hooks(self) -> list[SampledRankHook]:
-        return [self._hook] if self._hook is not None else []
+        return list(self._hooks.values())
 
     def _estimator_catalogue(self, n_candidates: np.ndarray) -> tuple[int, bool]:
         """(N the estimators assume, whether it is approximate). all_but_target: n_items exactly.
@@ -164,23 +166,29 @@ class SampledEvaluation:
         items, i.e. drawn without replacement."""
         return "hypergeometric" if self.cfg.pool == "given" else sampling_scheme(self.cfg.replace)
 
-    def _adaptive_sets(self, global_ranks: np.ndarray, n_items: int):
+    def _samples(self, size: int, global_ranks: np.ndarray, n_items: int):
+        """(sampled ranks, sample size) of each repeat of the fixed-size setting `size`."""
+        cfg = self.cfg
+        if size in self._hooks:
+            hook = self._hooks[size]
+            return [(ranks, hook.sample_size) for ranks in hook.result()]
+        return [(simulate_sampled_ranks(global_ranks, n_items, size, replace=cfg.replace,
+                                        rng=repeat_rng(cfg.seed, repeat, size)), size)
+                for repeat in range(cfg.repeats)]
+
+    def _adaptive_samples(self, global_ranks: np.ndarray, n_items: int):
         """(sampled ranks, per-target sample sizes) of each repeat's adaptive sample."""
-        for repeat in range(self.cfg.repeats):
-            rng = np.random.default_rng([self.cfg.seed, _ADAPTIVE_SEED_TAG, repeat])
+        cfg = self.cfg
+        samples = []
+        for repeat in range(cfg.repeats):
             sample = simulate_adaptive_ranks(
-                global_ranks, n_items, rng=rng, n0=self.cfg.adaptive.n0,
-                n_max=self.cfg.adaptive.n_max, replace=self.cfg.replace,
-            )
-            yield sample.sampled_ranks, sample.sample_sizes
+                global_ranks, n_items, rng=repeat_rng(cfg.seed, repeat), n0=cfg.adaptive.n0,
+                n_max=cfg.adaptive.n_max, replace=cfg.replace)
+            samples.append((sample.sampled_ranks, sample.sample_sizes))
+        return samples
 
-    def _fixed_sets(self):
-        """(sampled ranks, sample size) of each repeat of the hook's real item sampling."""
-        sampled = self._hook.result()
-        for repeat in range(sampled.shape[0]):
-            yield sampled[repeat], self._hook.sample_size
-
-    def report(self, table: RankTable) -> dict[str, Any]:
+    def settings(self, table: RankTable) -> dict[str, SampledSetting]:
+        """Every configured setting, estimated from its sample sets."""
         cfg = self.cfg
         order = canonical_order(table, self.evalset)
         global_ranks = np.asarray(table.ranks)[order]
@@ -189,58 +197,27 @@ class SampledEvaluation:
         k_max = min(cfg.k_max, n_items)
         p_exact = global_rank_distribution(global_ranks, n_items)
         exact_curves = {m: curve(p_exact, m, k_max) for m in cfg.metrics}
-        ks = [k for k in (1, 5, 10, 20, 50) if k <= k_max]
-        out: dict[str, Any] = {
-            "protocol": {
-                "sample_size": self._hook.sample_size if self._hook else cfg.sample_size,
-                "replace": cfg.replace,
-                "pool": cfg.pool,
-                "repeats": cfg.repeats,
-                "seed": cfg.seed,
-                "n_items": n_items,
-                "n_items_approximate": approximate,
-                "n_targets": int(len(global_ranks)),
-                "k_max": k_max,
-                "metrics": list(cfg.metrics),
-                "adaptive": {"n0": cfg.adaptive.n0, "n_max": cfg.adaptive.n_max,
-                             "simulated_from_global_ranks": True},
-            },
-            "exact": {f"{m}@{k}": float(exact_curves[m][k - 1]) for m in cfg.metrics for k in ks},
-            "estimators": {},
-            "timings": {},
-        }
-        scheme = self._scheme()
-        fixed = [e for e in cfg.estimators if e not in ADAPTIVE_ESTIMATORS]
-        adaptive = [e for e in cfg.estimators if e in ADAPTIVE_ESTIMATORS]
-        p_hats, seconds = estimate_samples(fixed, list(self._fixed_sets()) if fixed else [],
-                                           n_items=n_items, scheme=scheme)
-        if adaptive:
-            more, more_seconds = estimate_samples(
-                adaptive, list(self._adaptive_sets(global_ranks, n_items)), n_items=n_items,
-                scheme=scheme)
-            p_hats.update(more)
-            seconds.update(more_seconds)
-        for name in cfg.estimators:
-            values = {m: [curve(p, m, k_max) for p in p_hats[name]] for m in cfg.metrics}
-            out["estimators"][name] = self._summarise(values, exact_curves, ks)
-        out["timings"] = seconds  # per estimator, summed over the repeats
+        protocol = {"replace": cfg.replace, "pool": cfg.pool, "method": cfg.method,
+                    "repeats": cfg.repeats, "seed": cfg.seed, "n_items": n_items,
+                    "n_items_approximate": approximate, "n_targets": int(len(global_ranks)),
+                    "k_max": k_max, "metrics": list(cfg.metrics)}
+        jobs = []
+        for label in cfg.settings():
+            if label == "adaptive":
+                jobs.append((label, cfg.adaptive.estimators,
+                             self._adaptive_samples(global_ranks, n_items),
+                             {"sample_size": "adaptive", "method": "simulate",
+                              "adaptive": {"n0": cfg.adaptive.n0, "n_max": cfg.adaptive.n_max}}))
+            else:
+                samples = self._samples(int(label[2:]), global_ranks, n_items)
+                jobs.append((label, cfg.estimators, samples, {"sample_size": samples[0][1]}))
+        out = {}
+        for label, names, samples, extra in jobs:
+            p_hats, seconds = estimate_samples(names, samples, n_items=n_items,
+                                               scheme=self._scheme())
+            curves = {name: {m: np.asarray([curve(p, m, k_max) for p in p_hats[name]])
+                             for m in cfg.metrics} for name in names}
+            out[label] = SampledSetting(label=label, protocol={**protocol, **extra},
+                                        exact_curves=exact_curves, curves=curves,
+                                        first_sample=samples[0], timings=seconds)
         return out
-
-    @staticmethod
-    def _summarise(values, exact_curves, ks) -> dict[str, Any]:
-        metrics: dict[str, Any] = {}
-        are: dict[str, Any] = {}
-        for m, curves in values.items():
-            curves = np.asarray(curves)  # (repeats, k_max)
-            exact = exact_curves[m]
-            for k in ks:
-                mean = float(curves[:, k - 1].mean())
-                metrics[f"{m}@{k}"] = {
-                    "mean": mean,
-                    "std": float(curves[:, k - 1].std()),
-                    "rel_error": (mean - exact[k - 1]) / exact[k - 1] if exact[k - 1] else None,
-                }
-            ks_all = range(1, len(exact) + 1)
-            per_repeat = [average_relative_error(c, exact, ks=ks_all) for c in curves]
-            are[m] = {"mean": float(np.mean(per_repeat)), "std": float(np.std(per_repeat))}
-        return {"metrics": metrics, "are": are}

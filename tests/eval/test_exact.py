@@ -1,4 +1,4 @@
-"""evaluate_split: one batch pass, hooks, exact metrics (linrec/eval/evaluator.py)."""
+"""evaluate_exact: one batch pass, hooks, exact metrics (linrec/eval/evaluator.py)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,18 @@ import scipy.sparse as sp
 
 from linrec.data.splits import EvalSet
 from linrec.errors import ConfigError, DataError
-from linrec.eval.evaluator import evaluate_split
+from linrec.eval.exact import evaluate_exact
 from linrec.eval.metrics import EXACT_METRICS, exact_metrics
 from linrec.eval.ranks import beats, global_ranks, tie_break_keys_at
-from tests.eval.test_ranks import DummyModel, brute_force_ranks, make_evalset, rank_dict
+from tests.conftest import LinearScores, make_evalset
+from tests.eval.test_ranks import brute_force_ranks, rank_dict
 
 
 class RecordingHook:
     """Checks the hook protocol on every call and ranks each target among *all* its candidates
     with the same rule a sampled-rank hook uses: r = 1 + #{j that beat t}, which must equal R."""
 
-    def __init__(self, evalset: EvalSet, model: DummyModel, seed: int, users_known: bool) -> None:
+    def __init__(self, evalset: EvalSet, model: LinearScores, seed: int, users_known: bool) -> None:
         self.evalset, self.model, self.seed = evalset, model, seed
         self.users_known = users_known
         self.rows_seen: list[np.ndarray] = []
@@ -46,12 +47,12 @@ class RecordingHook:
 
 
 @pytest.mark.parametrize("users_known", [True, False])
-def test_evaluate_split_one_pass(users_known):
+def test_evaluate_exact_one_pass(users_known):
     evalset = make_evalset(31, 60, seed=11)
-    model = DummyModel(60, seed=1, decimals=1)
+    model = LinearScores(60, seed=1, decimals=1)
     hook = RecordingHook(evalset, model, seed=5, users_known=users_known)
     ks = [1, 10, 100]
-    result = evaluate_split(model, evalset, ks=ks, metrics=EXACT_METRICS, seed=5,
+    result = evaluate_exact(model, evalset, ks=ks, metrics=EXACT_METRICS, seed=5,
                             users_known=users_known, batch_hooks=[hook], batch_size=8)
     # hooks saw every row once, in order, in batches of 8
     assert [len(r) for r in hook.rows_seen] == [8, 8, 8, 7]
@@ -74,8 +75,8 @@ def test_evaluate_split_one_pass(users_known):
 
 def test_results_independent_of_memory_budget():
     evalset = make_evalset(40, 50, seed=12)
-    model = DummyModel(50, decimals=0)
-    results = [evaluate_split(model, evalset, ks=[5, 20], metrics=["ndcg", "recall"], seed=1,
+    model = LinearScores(50, decimals=0)
+    results = [evaluate_exact(model, evalset, ks=[5, 20], metrics=["ndcg", "recall"], seed=1,
                               users_known=False, memory_budget_mb=mb)
                for mb in (50 * 16 * 3 / 2**20, 512)]
     assert results[0].metrics == results[1].metrics
@@ -86,19 +87,19 @@ def test_users_without_targets_are_left_out():
     evalset = make_evalset(12, 30, seed=13, target_p=0.05)
     has_targets = np.flatnonzero(np.diff(evalset.targets.indptr) > 0)
     assert len(has_targets) < 12
-    result = evaluate_split(DummyModel(30), evalset, ks=[5], metrics=["recall"], seed=0,
+    result = evaluate_exact(LinearScores(30), evalset, ks=[5], metrics=["recall"], seed=0,
                             users_known=False)
     np.testing.assert_array_equal(result.per_user_rows, has_targets)
 
 
 def test_bad_inputs():
     evalset = make_evalset(6, 20, seed=14, min_targets=1)
-    model = DummyModel(20)
+    model = LinearScores(20)
     with pytest.raises(ConfigError, match="K=0"):
-        evaluate_split(model, evalset, ks=[0], metrics=["recall"], seed=0, users_known=False)
+        evaluate_exact(model, evalset, ks=[0], metrics=["recall"], seed=0, users_known=False)
     with pytest.raises(ConfigError, match="'recal'"):
-        evaluate_split(model, evalset, ks=[5], metrics=["recal"], seed=0, users_known=False)
+        evaluate_exact(model, evalset, ks=[5], metrics=["recal"], seed=0, users_known=False)
     empty = EvalSet(users=evalset.users, foldin=evalset.foldin,
                     targets=sp.csr_matrix(evalset.targets.shape, dtype=np.float32))
     with pytest.raises(DataError, match="no held-out items"):
-        evaluate_split(model, empty, ks=[5], metrics=["recall"], seed=0, users_known=False)
+        evaluate_exact(model, empty, ks=[5], metrics=["recall"], seed=0, users_known=False)

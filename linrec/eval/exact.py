@@ -1,6 +1,6 @@
 """Exact full-ranking evaluation of one split in one pass over user batches.
 
-`evaluate_split` scores the eval users in batches sized by a memory budget, masks each user's
+`evaluate_exact` scores the eval users in batches sized by a memory budget, masks each user's
 fold-in items, ranks every held-out item (`linrec.eval.ranks`), hands each batch to the hooks,
 and computes the exact metrics from the resulting RankTable. The score matrix of all users is
 never stored.
@@ -52,7 +52,7 @@ BatchHook = Callable[[np.ndarray, np.ndarray, BatchKeys, BatchRanks], None]
 
 
 @dataclass(frozen=True)
-class EvalResult:
+class ExactResult:
     """rank_table: global rank of every held-out item; metrics: {"ndcg@100": mean, ..., "auc"};
     per_user: same keys -> float64 arrays aligned with per_user_rows (eval rows with >= 1
     held-out item); timings: seconds spent in score, rank, hooks, metrics, total."""
@@ -64,10 +64,10 @@ class EvalResult:
     timings: dict[str, float]
 
 
-def evaluate_split(model: Scorer, evalset: EvalSet, *, ks: Sequence[int],
+def evaluate_exact(model: Scorer, evalset: EvalSet, *, ks: Sequence[int],
                    metrics: Sequence[str], seed: int, users_known: bool,
                    batch_hooks: Sequence[BatchHook] = (), memory_budget_mb: float = 512,
-                   batch_size: int | None = None) -> EvalResult:
+                   batch_size: int | None = None) -> ExactResult:
     """Exact metrics of `model` on `evalset` (spec/evaluation.md §1.1) in one batch pass.
 
     users_known: pass evalset.users to model.score (weak generalization) or None (strong:
@@ -96,5 +96,5 @@ def evaluate_split(model: Scorer, evalset: EvalSet, *, ks: Sequence[int],
     exact = exact_metrics(table, ks, metrics)
     timings["metrics"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
-    return EvalResult(rank_table=table, metrics=exact.means, per_user=exact.per_user,
+    return ExactResult(rank_table=table, metrics=exact.means, per_user=exact.per_user,
                       per_user_rows=exact.rows, timings=timings)

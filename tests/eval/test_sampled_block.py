@@ -1,6 +1,7 @@
-"""The sampled block of a run (linrec.eval.sampled.SampledEvaluation, spec/evaluation.md §0.2,
+"""The sampled block of a split (linrec.eval.sampled_block.SampledBlock, spec/evaluation.md §0.2,
 §1.2, §10.3): exact target-level metrics and naive estimates against brute force, the report
-layout, determinism, and the approximate catalogue of pool="non_interacted"."""
+layout, determinism, simulated settings, and the approximate catalogue of
+pool="non_interacted"."""
 
 from __future__ import annotations
 
@@ -10,28 +11,20 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from linrec.config import AdaptiveConfig, SampledConfig
 from linrec.data.splits import EvalSet
+from linrec.eval.configs import AdaptiveConfig, SampledConfig
 from linrec.eval.estimators import estimate
-from linrec.eval.evaluator import evaluate_split
+from linrec.eval.exact import evaluate_exact
 from linrec.eval.metrics import curve
-from linrec.eval.ranks import tie_break_keys
-from linrec.eval.sampled import SampledEvaluation
 from linrec.eval.negatives import canonical_targets, draw_negatives
+from linrec.eval.ranks import tie_break_keys
+from linrec.eval.sampled_block import SampledBlock
+from linrec.eval.simulate import repeat_rng, simulate_sampled_ranks
+from tests.conftest import FixedScores
 
 N_USERS, N_ITEMS, EVAL_SEED = 50, 40, 3
 METRICS = ("recall", "ndcg", "ap")
 GAINS = {"recall": lambda r: 1.0, "ndcg": lambda r: 1.0 / math.log2(r + 1), "ap": lambda r: 1.0 / r}
-
-
-class _FixedScores:
-    """A stand-in model: fixed integer-valued scores (many ties), rows indexed by user id."""
-
-    def __init__(self, scores: np.ndarray) -> None:
-        self.scores = scores
-
-    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
-        return self.scores[users].copy()
 
 
 def _eval_set(seed: int) -> EvalSet:
@@ -47,18 +40,21 @@ def _eval_set(seed: int) -> EvalSet:
     return EvalSet(np.arange(N_USERS), sp.csr_matrix(foldin), sp.csr_matrix(targets))
 
 
-def _config(**overrides) -> SampledConfig:
-    params = dict(sample_size=8, repeats=4, seed=9, estimators=("naive", "mle", "adaptive_mle"),
-                  metrics=METRICS, k_max=20, adaptive=AdaptiveConfig(n0=4, n_max=16))
+def _config(adaptive: tuple[str, ...] = ("adaptive_mle",), **overrides) -> SampledConfig:
+    params = dict(sample_sizes=(8,), repeats=4, seed=9, estimators=("naive", "mle"),
+                  metrics=METRICS, k_max=20,
+                  adaptive=AdaptiveConfig(estimators=adaptive, n0=4, n_max=16))
     params.update(overrides)
     return SampledConfig(**params)
 
 
-def _run(cfg: SampledConfig, evalset: EvalSet, model: _FixedScores, batch_size: int = 7):
-    sampled = SampledEvaluation(cfg, evalset=evalset, n_items=N_ITEMS)
-    result = evaluate_split(model, evalset, ks=[5], metrics=["recall"], seed=EVAL_SEED,
+def _run(cfg: SampledConfig, evalset: EvalSet, model: FixedScores, batch_size: int = 7):
+    """(the block, {setting: its JSON}) of one evaluator pass."""
+    sampled = SampledBlock(cfg, evalset=evalset, n_items=N_ITEMS)
+    result = evaluate_exact(model, evalset, ks=[5], metrics=["recall"], seed=EVAL_SEED,
                             users_known=True, batch_hooks=sampled.hooks(), batch_size=batch_size)
-    return sampled, sampled.report(result.rank_table)
+    settings = sampled.settings(result.rank_table)
+    return sampled, {label: setting.to_json() for label, setting in settings.items()}
 
 
 def _brute_force_order(evalset: EvalSet, scores: np.ndarray):
@@ -87,13 +83,14 @@ def _target_metric(ranks: np.ndarray, metric: str, k: int) -> float:
 def setup():
     evalset = _eval_set(0)
     scores = np.random.default_rng(1).integers(0, 6, size=(N_USERS, N_ITEMS)).astype(np.float32)
-    return evalset, _FixedScores(scores)
+    return evalset, FixedScores(scores)
 
 
 def test_exact_block_and_naive_estimates_match_brute_force(setup) -> None:
     evalset, model = setup
     cfg = _config()
-    sampled, block = _run(cfg, evalset, model)
+    sampled, blocks = _run(cfg, evalset, model)
+    block = blocks["n=8"]
     global_ranks, _, positions = _brute_force_order(evalset, model.scores)
     ks = [1, 5, 10, 20]
     for m in METRICS:
@@ -105,7 +102,7 @@ def test_exact_block_and_naive_estimates_match_brute_force(setup) -> None:
     rows, items = canonical_targets(evalset)
     sampled_ranks = sampled.hooks()[0].result()
     for repeat in range(cfg.repeats):
-        negatives = draw_negatives(cfg.seed, repeat, rows, items, N_ITEMS, cfg.sample_size)
+        negatives = draw_negatives(cfg.seed, repeat, rows, items, N_ITEMS, 8)
         want = [1 + sum(1 for j in negatives[i].tolist() if j in pos and pos[j] < pos[t])
                 for i, (t, pos) in enumerate(zip(items.tolist(), positions, strict=True))]
         np.testing.assert_array_equal(sampled_ranks[repeat], want)
@@ -136,19 +133,23 @@ def test_exact_block_and_naive_estimates_match_brute_force(setup) -> None:
 def test_report_layout(setup) -> None:
     evalset, model = setup
     cfg = _config()
-    _, block = _run(cfg, evalset, model)
-    assert set(block) == {"protocol", "exact", "estimators", "timings"}
-    protocol = block["protocol"]
-    assert protocol == {
-        "sample_size": 8, "replace": True, "pool": "all_but_target", "repeats": 4, "seed": 9,
-        "n_items": N_ITEMS, "n_items_approximate": False,
-        "n_targets": int(evalset.targets.nnz), "k_max": 20, "metrics": list(METRICS),
-        "adaptive": {"n0": 4, "n_max": 16, "simulated_from_global_ranks": True},
-    }
+    _, blocks = _run(cfg, evalset, model)
+    assert list(blocks) == ["n=8", "adaptive"]
+    common = {"replace": True, "pool": "all_but_target", "repeats": 4, "seed": 9,
+              "n_items": N_ITEMS, "n_items_approximate": False,
+              "n_targets": int(evalset.targets.nnz), "k_max": 20, "metrics": list(METRICS)}
+    assert blocks["n=8"]["protocol"] == {**common, "sample_size": 8, "method": "sample"}
+    assert blocks["adaptive"]["protocol"] == {**common, "sample_size": "adaptive",
+                                              "method": "simulate",
+                                              "adaptive": {"n0": 4, "n_max": 16}}
     names = [f"{m}@{k}" for m in METRICS for k in (1, 5, 10, 20)]
-    assert sorted(block["exact"]) == sorted(names)
-    assert list(block["estimators"]) == list(cfg.estimators)
-    assert list(block["timings"]) == list(cfg.estimators)
+    for block, estimators in ((blocks["n=8"], cfg.estimators),
+                              (blocks["adaptive"], ("adaptive_mle",))):
+        assert set(block) == {"protocol", "exact", "estimators", "timings"}
+        assert sorted(block["exact"]) == sorted(names)
+        assert list(block["estimators"]) == list(estimators)
+        assert list(block["timings"]) == list(estimators)
+    block = blocks["n=8"]
     for name, est in block["estimators"].items():
         assert set(est) == {"metrics", "are"}
         assert sorted(est["metrics"]) == sorted(names)
@@ -167,11 +168,14 @@ def test_report_is_deterministic(setup) -> None:
     cfg = _config()
     _, first = _run(cfg, evalset, model, batch_size=7)
     _, second = _run(cfg, evalset, model, batch_size=N_USERS)
-    for block in (first, second):
-        block.pop("timings")
+    for blocks in (first, second):
+        for block in blocks.values():
+            block.pop("timings")
     assert first == second
     _, other_seed = _run(_config(seed=10), evalset, model)
-    assert other_seed["estimators"]["naive"] != first["estimators"]["naive"]
+    assert other_seed["n=8"]["estimators"]["naive"] != first["n=8"]["estimators"]["naive"]
+    assert (other_seed["adaptive"]["estimators"]["adaptive_mle"]
+            != first["adaptive"]["estimators"]["adaptive_mle"])
 
 
 def test_non_interacted_pool_flags_approximate_catalogue(setup) -> None:
@@ -179,7 +183,8 @@ def test_non_interacted_pool_flags_approximate_catalogue(setup) -> None:
     items; the estimators get one N = round(mean N_u), flagged approximate (spec §13)."""
     evalset, model = setup
     cfg = _config(pool="non_interacted", estimators=("naive", "mle"))
-    sampled, block = _run(cfg, evalset, model)
+    sampled, blocks = _run(cfg, evalset, model)
+    block = blocks["n=8"]
     global_ranks, n_candidates, positions = _brute_force_order(evalset, model.scores)
     protocol = block["protocol"]
     assert protocol["n_items_approximate"] is True
@@ -194,7 +199,7 @@ def test_non_interacted_pool_flags_approximate_catalogue(setup) -> None:
     ranks = sampled.hooks()[0].result()
     excluded = (evalset.foldin + evalset.targets).toarray() > 0
     for repeat in range(cfg.repeats):
-        negatives = draw_negatives(cfg.seed, repeat, rows, items, N_ITEMS, cfg.sample_size,
+        negatives = draw_negatives(cfg.seed, repeat, rows, items, N_ITEMS, 8,
                                    pool="non_interacted", foldin=evalset.foldin,
                                    targets=evalset.targets)
         assert not np.any(excluded[rows[:, None], negatives])
@@ -202,7 +207,7 @@ def test_non_interacted_pool_flags_approximate_catalogue(setup) -> None:
                 for i, (t, pos) in enumerate(zip(items.tolist(), positions, strict=True))]
         np.testing.assert_array_equal(ranks[repeat], want)
     _, default = _run(_config(estimators=("naive",)), evalset, model)
-    assert default["protocol"]["n_items_approximate"] is False
+    assert default["n=8"]["protocol"]["n_items_approximate"] is False
 
 
 def test_sampling_without_replacement_uses_the_hypergeometric_law(setup) -> None:
@@ -210,15 +215,17 @@ def test_sampling_without_replacement_uses_the_hypergeometric_law(setup) -> None
     the hypergeometric P(r|R) (spec §2.2), not the binomial one (regression: the block always
     used the binomial law)."""
     evalset, model = setup
-    cfg = _config(replace=False, estimators=("mle", "bv", "adaptive_mle"))
-    sampled, block = _run(cfg, evalset, model)
+    cfg = _config(replace=False, estimators=("mle", "bv"))
+    sampled, blocks = _run(cfg, evalset, model)
+    block = blocks["n=8"]
     ranks = sampled.hooks()[0].result()
-    assert math.isfinite(block["estimators"]["adaptive_mle"]["metrics"]["recall@5"]["mean"])
+    assert math.isfinite(
+        blocks["adaptive"]["estimators"]["adaptive_mle"]["metrics"]["recall@5"]["mean"])
     for name in ("mle", "bv"):
         per_scheme = {}
         for scheme in ("hypergeometric", "binomial"):
             per_scheme[scheme] = np.mean([
-                curve(estimate(name, ranks[rep], n_items=N_ITEMS, sample_size=cfg.sample_size,
+                curve(estimate(name, ranks[rep], n_items=N_ITEMS, sample_size=8,
                                scheme=scheme).p_hat, "recall", 5)[4]
                 for rep in range(cfg.repeats)])
         got = block["estimators"][name]["metrics"]["recall@5"]["mean"]
@@ -233,12 +240,13 @@ def test_parallel_repeats_equal_sequential_estimates(setup) -> None:
     evalset, model = setup
     names = ("bv_mle", "naive", "unbiased_rank", "ls", "bv", "mle", "weighted_mle", "mes", "mn",
              "mn_mle", "bv_mes", "mn_mes")
-    cfg = _config(estimators=names, repeats=6)
-    sampled, block = _run(cfg, evalset, model)
+    cfg = _config(estimators=names, repeats=6, adaptive=())
+    sampled, blocks = _run(cfg, evalset, model)
+    block = blocks["n=8"]
     ranks = sampled.hooks()[0].result()
     for name in names:
         want = np.mean([curve(estimate(name, ranks[rep], n_items=N_ITEMS,
-                                       sample_size=cfg.sample_size).p_hat, "ndcg", 10)[9]
+                                       sample_size=8).p_hat, "ndcg", 10)[9]
                         for rep in range(cfg.repeats)])
         got = block["estimators"][name]["metrics"]["ndcg@10"]["mean"]
         assert got == pytest.approx(want, rel=1e-9, abs=1e-12), name
@@ -252,8 +260,9 @@ def test_given_negatives_pool_is_hypergeometric_over_the_mean_pool(setup) -> Non
     excluded = (evalset.foldin + evalset.targets).toarray() > 0
     negatives = np.stack([rng.choice(np.flatnonzero(~row), 7, replace=False) for row in excluded])
     given = EvalSet(evalset.users, evalset.foldin, evalset.targets, negatives)
-    cfg = _config(pool="given", repeats=1, estimators=("mle",), sample_size=8)
-    sampled, block = _run(cfg, given, model)
+    cfg = _config(pool="given", repeats=1, estimators=("mle",), adaptive=())
+    sampled, blocks = _run(cfg, given, model)
+    block = blocks["n=8"]
     _, n_candidates, _ = _brute_force_order(given, model.scores)
     protocol = block["protocol"]
     assert protocol["n_items_approximate"] is True
@@ -263,3 +272,21 @@ def test_given_negatives_pool_is_hypergeometric_over_the_mean_pool(setup) -> Non
                     scheme="hypergeometric").p_hat
     assert block["estimators"]["mle"]["metrics"]["recall@5"]["mean"] == pytest.approx(
         curve(want, "recall", 5)[4], rel=1e-9)
+
+
+def test_simulated_settings_draw_from_the_exact_law_with_the_run_streams(setup) -> None:
+    """method="simulate": each repeat's sampled ranks are simulate_sampled_ranks of the global
+    ranks with repeat_rng(seed, repeat, n), the streams the sampling study uses too; several
+    sample sizes give one setting each."""
+    evalset, model = setup
+    cfg = _config(method="simulate", sample_sizes=(8, 16), estimators=("naive",), adaptive=())
+    sampled, blocks = _run(cfg, evalset, model)
+    assert sampled.hooks() == [] and list(blocks) == ["n=8", "n=16"]
+    global_ranks, _, _ = _brute_force_order(evalset, model.scores)
+    for n in (8, 16):
+        curves = [curve(estimate("naive", simulate_sampled_ranks(
+            global_ranks, N_ITEMS, n, rng=repeat_rng(cfg.seed, rep, n)), n_items=N_ITEMS,
+            sample_size=n).p_hat, "ndcg", 10)[9] for rep in range(cfg.repeats)]
+        got = blocks[f"n={n}"]["estimators"]["naive"]["metrics"]["ndcg@10"]["mean"]
+        assert got == pytest.approx(np.mean(curves), rel=1e-12)
+        assert blocks[f"n={n}"]["protocol"]["method"] == "simulate"

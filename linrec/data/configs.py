@@ -1,0 +1,298 @@
+"""Typed configs of the `data` block: one per data source, one per split protocol, the filters,
+and `DataConfig` that holds them (`data=<preset>` selects a preset in conf/data/).
+
+`data.path`, `data.variant` and `data.download` are shortcuts: when set they replace the source's
+`path`, `variant` and `download` (`DataConfig.resolved_source`), so `linrec data=movielens
+data.path=/data/ml-1m.zip` needs no `data.source.` prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from linrec.errors import ConfigError
+from linrec.params import Params, param
+
+# --- sources ----------------------------------------------------------------------------------
+
+
+@dataclass
+class SourceConfig(Params):
+    """Base of the source configs: `name` selects it; `loader` is the "module:function" that
+    loads it with the remaining fields as keyword arguments."""
+
+    where = "data.source"
+    loader: ClassVar[str] = ""
+
+    name: str = ""
+
+    def check(self) -> None:
+        expected = type(self).__dataclass_fields__["name"].default
+        if self.name != expected:
+            raise ConfigError(f"data.source.name={self.name!r} does not match its config "
+                              f"{type(self).__name__} ({expected!r})")
+
+    def dataset_name(self) -> str:
+        """The label of the data when `data.name` is not set."""
+        return self.name
+
+    def loader_params(self) -> dict[str, Any]:
+        """The keyword arguments of the loader: every field but `name`."""
+        return {n: getattr(self, n) for n in self.names() if n != "name"}
+
+
+@dataclass
+class SyntheticSource(SourceConfig):
+    """Seeded implicit feedback with low-rank preferences, power-law item popularity and
+    log-normal user activity (linrec/data/sources/synthetic.py)."""
+
+    loader = "linrec.data.sources.synthetic:load"
+    name: str = "synthetic"
+    n_users: int = param(6000, ge=1)
+    n_items: int = param(2000, ge=1)
+    rank: int = param(16, ge=1)
+    mean_user_interactions: float = param(35.0, gt=0)
+    activity_sigma: float = param(0.8, ge=0)
+    popularity_exponent: float = param(1.0, ge=0)
+    preference_strength: float = param(2.5, ge=0)
+    min_user_interactions: int = param(3, ge=1)
+    max_user_interactions: int | None = param(None, ge=1, doc="null: n_items // 4")
+    seed: int = param(0, ge=0)
+
+
+@dataclass
+class _FileSource(SourceConfig):
+    """A source read from `path` (a file, a directory or an archive), or from the download
+    cache under $LINREC_DATA (fetched first when `download` and a public URL exists)."""
+
+    path: str | None = None
+    download: bool = False
+    cache_dir: str | None = param(None, doc="null: $LINREC_DATA (default ~/.cache/linrec)")
+
+
+@dataclass
+class MovieLensSource(_FileSource):
+    loader = "linrec.data.sources.movielens:load"
+    name: str = "movielens"
+    variant: str = param("ml-1m", doc="ml-100k | ml-1m | ml-10m | ml-20m | ml-25m | ml-32m | "
+                                      "ml-latest-small")
+
+    def dataset_name(self) -> str:
+        return f"movielens-{self.variant}"
+
+
+@dataclass
+class NetflixSource(_FileSource):
+    loader = "linrec.data.sources.netflix:load"
+    name: str = "netflix"
+
+
+@dataclass
+class MSDSource(_FileSource):
+    loader = "linrec.data.sources.msd:load"
+    name: str = "msd"
+
+
+@dataclass
+class LightGCNSource(_FileSource):
+    """A LightGCN-format directory (train.txt, test.txt); `variant` names a published split
+    (gowalla | yelp2018 | amazon-book) to download or find in the cache, and is not needed
+    with `path`: a directory of your own is named after itself."""
+
+    loader = "linrec.data.sources.lightgcn:load"
+    name: str = "lightgcn"
+    variant: str | None = None
+
+    def dataset_name(self) -> str:
+        if self.variant is None and self.path is not None:
+            return f"lightgcn-{Path(self.path).name}"
+        return f"lightgcn-{self.variant or 'gowalla'}"
+
+
+@dataclass
+class NCFSource(_FileSource):
+    """An NCF-format split (<name>.train.rating, .test.rating, .test.negative)."""
+
+    loader = "linrec.data.sources.ncf:load"
+    name: str = "ncf"
+    variant: str | None = param(None, doc="ml-1m | pinterest-20; null with path: the file prefix")
+
+    def dataset_name(self) -> str:
+        if self.variant is None and self.path is not None:
+            return f"ncf-{Path(self.path).name}"
+        return f"ncf-{self.variant or 'ml-1m'}"
+
+
+@dataclass
+class TabularSource(SourceConfig):
+    """Any CSV / TSV / Parquet file with a column mapping."""
+
+    loader = "linrec.data.sources.tabular:load"
+    name: str = "tabular"
+    path: str | None = None
+    user_col: str = "user"
+    item_col: str = "item"
+    rating_col: str | None = None
+    timestamp_col: str | None = None
+    sep: str | None = param(None, doc="null: from the suffix (.csv ',', .tsv tab)")
+
+    def dataset_name(self) -> str:
+        return Path(self.path).stem if self.path else self.name
+
+
+SOURCE_CONFIGS: dict[str, type[SourceConfig]] = {
+    cls.__dataclass_fields__["name"].default: cls
+    for cls in (SyntheticSource, MovieLensSource, NetflixSource, MSDSource, LightGCNSource,
+                NCFSource, TabularSource)
+}
+
+
+# --- split protocols --------------------------------------------------------------------------
+
+
+@dataclass
+class SplitConfig(Params):
+    """Base of the split protocols: `kind` selects it; the other fields are the keyword
+    arguments of the protocol function (`linrec.data.splits`)."""
+
+    where = "data.split"
+    kind: str = ""
+
+    def check(self) -> None:
+        expected = type(self).__dataclass_fields__["kind"].default
+        if self.kind != expected:
+            raise ConfigError(f"data.split.kind={self.kind!r} does not match its config "
+                              f"{type(self).__name__} ({expected!r})")
+
+    def protocol_params(self) -> dict[str, Any]:
+        """The keyword arguments of the protocol function: every field but `kind`."""
+        return {n: getattr(self, n) for n in self.names() if n != "kind"}
+
+
+@dataclass
+class HoldoutSplit(SplitConfig):
+    """Per-user holdout (weak generalization): a random (or latest, order=temporal) fraction of
+    each user's items is held out for test, another for validation."""
+
+    kind: str = "holdout"
+    test_fraction: float = param(0.2, gt=0, lt=1)
+    valid_fraction: float = param(0.1, ge=0, lt=1)
+    order: str = param("random", choices=("random", "temporal"))
+    seed: int = param(12345, ge=0)
+    test_foldin_includes_valid: bool = True
+
+
+@dataclass
+class LeaveOneOutSplit(SplitConfig):
+    """Leave-one-out (weak generalization): one test item per user (and one validation item)."""
+
+    kind: str = "loo"
+    order: str = param("random", choices=("random", "latest"))
+    valid: bool = True
+    seed: int = param(12345, ge=0)
+    test_foldin_includes_valid: bool = True
+
+
+@dataclass
+class StrongSplit(SplitConfig):
+    """Strong generalization exactly as Liang et al. 2018 (spec/linear_models.md §1.3): held-out
+    users, 80/20 fold-in/targets, item vocabulary of the training users only."""
+
+    kind: str = "strong"
+    n_valid_users: int = param(500, ge=0)
+    n_test_users: int = param(500, ge=1)
+    test_prop: float = param(0.2, gt=0, lt=1)
+    seed: int = param(98765, ge=0)
+    min_heldout_items: int = param(5, ge=1)
+    rng_stream: str = param("generator", choices=("generator", "vae_cf_notebook"),
+                            doc="vae_cf_notebook replays the notebook's legacy random calls")
+
+
+@dataclass
+class PredefinedSplit(SplitConfig):
+    """The published train/test files (lightgcn, ncf); valid_fraction > 0 takes a per-user
+    validation holdout from the train rows."""
+
+    kind: str = "predefined"
+    valid_fraction: float = param(0.0, ge=0, lt=1)
+    seed: int = param(12345, ge=0)
+    test_foldin_includes_valid: bool = True
+
+
+SPLIT_CONFIGS: dict[str, type[SplitConfig]] = {
+    cls.__dataclass_fields__["kind"].default: cls
+    for cls in (HoldoutSplit, LeaveOneOutSplit, StrongSplit, PredefinedSplit)
+}
+
+
+# --- filters and the data block ---------------------------------------------------------------
+
+
+@dataclass
+class FiltersConfig(Params):
+    """Binarize (value >= min_rating), then k-core (min interactions per user and item)."""
+
+    where = "data.filters"
+    min_rating: float | None = param(None, doc="null: keep every event")
+    min_user_interactions: int = param(0, ge=0)
+    min_item_interactions: int = param(0, ge=0)
+    iterative: bool = param(True, doc="repeat the k-core until stable")
+
+
+def _typed(value: Any, configs: Mapping[str, type[Params]], key: str, where: str) -> Params:
+    """A source or split config from its mapping, chosen by its `key` field."""
+    if isinstance(value, tuple(configs.values())):
+        return value
+    if not isinstance(value, Mapping) or not value.get(key):
+        raise ConfigError(f"{where} must be a mapping with a {key!r} in {sorted(configs)}, got "
+                          f"{value!r}")
+    if value[key] not in configs:
+        raise ConfigError(f"{where}.{key}={value[key]!r} is unknown; allowed: {sorted(configs)}")
+    return configs[value[key]].from_mapping(value, where=where)
+
+
+@dataclass
+class DataConfig(Params):
+    """data: where the interactions come from, how they are filtered and split, whether the
+    prepared split is cached; plus the path/variant/download shortcuts of the source."""
+
+    where = "data"
+
+    source: Any = field(default_factory=SyntheticSource)
+    split: Any = field(default_factory=HoldoutSplit)
+    filters: FiltersConfig = field(default_factory=FiltersConfig)
+    name: str | None = param(None, doc="label of the data; null: from the source")
+    cache: bool = param(True, doc="read/write the prepared split under $LINREC_DATA/splits")
+    path: str | None = param(None, doc="shortcut for data.source.path")
+    variant: str | None = param(None, doc="shortcut for data.source.variant")
+    download: bool | None = param(None, doc="shortcut for data.source.download")
+
+    SHORTCUTS: ClassVar[tuple[str, ...]] = ("path", "variant", "download")
+
+    def check(self) -> None:
+        self.source = _typed(self.source, SOURCE_CONFIGS, "name", "data.source")
+        self.split = _typed(self.split, SPLIT_CONFIGS, "kind", "data.split")
+        self.resolved_source()  # a shortcut the source does not have fails now
+
+    def resolved_source(self) -> SourceConfig:
+        """The source with the shortcuts applied."""
+        values = {k: getattr(self, k) for k in self.SHORTCUTS if getattr(self, k) is not None}
+        missing = sorted(k for k in values if k not in self.source.__dataclass_fields__)
+        if missing:
+            raise ConfigError(f"data.{missing[0]}={values[missing[0]]!r}: source "
+                              f"{self.source.name!r} has no {missing[0]}")
+        return replace(self.source, **values) if values else self.source
+
+    def dataset_name(self) -> str:
+        """The dataset's name in results: `name`, else the source's."""
+        return self.name or self.resolved_source().dataset_name()
+
+    def cache_key_data(self) -> dict[str, Any]:
+        """What the prepared split depends on (the cache key): source, filters, split."""
+        source = self.resolved_source().to_dict()
+        if isinstance(source.get("path"), str):
+            source["path"] = str(Path(source["path"]).expanduser())
+        return {"source": source, "filters": self.filters.to_dict(), "split": self.split.to_dict()}

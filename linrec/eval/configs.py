@@ -1,0 +1,102 @@
+"""Typed configs of the `eval` block: exact metrics at every K, the selection metric, and the
+sampled block with its estimators (spec/evaluation.md §0.2, §10.3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from linrec.errors import ConfigError
+from linrec.eval._checks import POOLS
+from linrec.eval.estimators.registry import ADAPTIVE_ESTIMATORS, FIXED_SIZE_ESTIMATORS
+from linrec.eval.metrics import CURVE_METRICS, EXACT_METRICS, parse_metric_key, resolve_selection
+from linrec.params import Params, param
+
+#: how the sampled ranks of the fixed-size settings are obtained
+SAMPLING_METHODS = ("sample", "simulate")
+
+
+@dataclass
+class AdaptiveConfig(Params):
+    """eval.sampled.adaptive: adaptive (doubling) sampling, simulated from the global ranks
+    (spec §8.2, exact in distribution, §2.4); no estimators = no adaptive setting."""
+
+    where = "eval.sampled.adaptive"
+
+    estimators: tuple[str, ...] = param(ADAPTIVE_ESTIMATORS, choices=ADAPTIVE_ESTIMATORS)
+    n0: int = param(100, ge=2, doc="initial set size (target included)")
+    n_max: int = param(3200, ge=2, doc="largest set size, n0·2^t")
+
+
+@dataclass
+class SampledConfig(Params):
+    """eval.sampled: item-sampled ranks of every held-out item at each sample size, `repeats`
+    seeded sample sets each, every estimator on every set, and their errors against the exact
+    target-level metrics.
+
+    method: "sample" draws real sampled items and ranks them with the model's scores inside the
+    evaluator's pass; "simulate" draws the sampled ranks from their exact law given the global
+    ranks (spec §2.4; research use, pool all_but_target only)."""
+
+    where = "eval.sampled"
+
+    enabled: bool = True
+    method: str = param("sample", choices=SAMPLING_METHODS)
+    sample_sizes: tuple[int, ...] = param((100,), ge=2, doc="n: the target plus n-1 sampled")
+    replace: bool = param(True, doc="true: binomial scheme, false: hypergeometric")
+    pool: str = param("all_but_target", choices=POOLS)
+    repeats: int = param(10, ge=1)
+    seed: int = param(0, ge=0)
+    estimators: tuple[str, ...] = param(("naive", "bv", "mle", "mn_mle"),
+                                        choices=FIXED_SIZE_ESTIMATORS)
+    metrics: tuple[str, ...] = param(("recall", "ndcg", "ap"), choices=CURVE_METRICS)
+    k_max: int = param(50, ge=1, doc="curves T@1..k_max; ARE over K = 1..k_max")
+    adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
+
+    def check(self) -> None:
+        if not self.sample_sizes:
+            raise ConfigError("eval.sampled.sample_sizes is empty; give at least one size, "
+                              "e.g. [100]")
+        if self.method == "simulate" and self.pool != "all_but_target":
+            raise ConfigError(f"eval.sampled.method=simulate draws from the law of pool "
+                              f"all_but_target; got pool={self.pool!r}")
+        if self.pool == "given" and (len(self.sample_sizes) != 1 or self.adaptive.estimators):
+            raise ConfigError("eval.sampled.pool=given has one fixed sample set per user (the "
+                              "dataset's negatives): use one sample size and "
+                              "eval.sampled.adaptive.estimators=[]")
+
+    def settings(self) -> list[str]:
+        """Labels of the sampled settings: 'n=<size>' per sample size, then 'adaptive'."""
+        labels = [f"n={n}" for n in self.sample_sizes] if self.estimators else []
+        return labels + (["adaptive"] if self.adaptive.estimators else [])
+
+
+@dataclass
+class EvalConfig(Params):
+    """eval: exact metrics at every K, the selection metric returned to sweepers, the batch
+    memory budget, the splits to score and the sampled block."""
+
+    where = "eval"
+
+    ks: tuple[int, ...] = param((1, 5, 10, 20, 50, 100), ge=1)
+    metrics: tuple[str, ...] = param(EXACT_METRICS, choices=EXACT_METRICS)
+    selection: str = param("ndcg@100", doc="<metric>@<K> (K lowered to n_items if larger)")
+    memory_budget_mb: int = param(512, gt=0, doc="score matrix budget per batch")
+    splits: tuple[str, ...] = param(("valid", "test"), choices=("valid", "test"))
+    sampled: SampledConfig = field(default_factory=SampledConfig)
+
+    def check(self) -> None:
+        if not self.ks:
+            raise ConfigError("eval.ks is empty; give at least one cut-off K >= 1")
+        if not self.metrics:
+            raise ConfigError(f"eval.metrics is empty; choose from {list(EXACT_METRICS)}")
+        parse_metric_key(self.selection, where="eval.selection")
+
+    def ks_for(self, n_items: int) -> tuple[int, ...]:
+        """The configured K that the catalogue allows (K <= n_items), plus the selection K."""
+        ks = {k for k in self.ks if k <= n_items}
+        _, selection_k = parse_metric_key(resolve_selection(self.selection, n_items))
+        if selection_k is not None:
+            ks.add(selection_k)
+        if not ks:
+            raise ConfigError(f"eval.ks={list(self.ks)}: no K <= n_items={n_items}")
+        return tuple(sorted(ks))

@@ -1,0 +1,97 @@
+"""`evaluate(model, split, config, seed=...) -> EvalReport`: the one entry point of evaluation.
+
+For every split the config names ('valid', 'test'), one batch pass scores the users, ranks every
+held-out item and computes the exact metrics (`linrec.eval.exact`); the sampled block of the
+split (`linrec.eval.sampled_block`) plugs its hooks into that pass and then estimates every
+sampled setting. The run, the studies and any Python caller evaluate through here, so a number
+means the same wherever it is printed.
+
+`check_evaluation(split, config)` makes every check that needs only the data, for callers that
+want to fail before a long fit; `validation_score` gives trainers their early-stopping metric.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from linrec.data.splits import EvalSet, Split
+from linrec.errors import ConfigError
+from linrec.eval.configs import EvalConfig
+from linrec.eval.exact import evaluate_exact
+from linrec.eval.metrics import resolve_selection
+from linrec.eval.ranks import Scorer
+from linrec.eval.report import EvalReport, SplitReport
+from linrec.eval.sampled_block import SampledBlock
+
+
+def _plan(split: Split, config: EvalConfig) -> dict[str, tuple[EvalSet, SampledBlock | None]]:
+    """The splits to evaluate with their sampled blocks (checked against the data)."""
+    evalsets = {name: getattr(split, name) for name in config.splits
+                if getattr(split, name, None) is not None}
+    if not evalsets:
+        raise ConfigError(f"eval.splits={list(config.splits)}: the data has none of these "
+                          "splits (a split without validation users has only 'test')")
+    config.ks_for(split.n_items)
+    sampled = config.sampled
+    with_block = sampled.enabled and bool(sampled.settings())
+    return {name: (evalset, SampledBlock(sampled, evalset, split.n_items) if with_block else None)
+            for name, evalset in evalsets.items()}
+
+
+def check_evaluation(split: Split, config: EvalConfig) -> None:
+    """Raise ConfigError now for anything `evaluate` would refuse on this split (K beyond the
+    catalogue, sample sizes, pools, adaptive levels); no model needed."""
+    _plan(split, config)
+
+
+def evaluate(model: Scorer, split: Split, config: EvalConfig | None = None, *,
+             seed: int = 0, users_known: bool | None = None) -> EvalReport:
+    """Exact and sampled evaluation of a fitted `model` on every split `config.splits` names.
+
+    seed: the tie-break seed of the ranking (spec/evaluation.md §0.3; the run seed). Sampled
+    sets are seeded by config.sampled.seed (the run seed unless overridden). users_known: score
+    the evaluation users by their row id (default under weak generalization) or fold them in
+    from their fold-in rows (default under strong generalization); a model trained with the
+    evaluation users' fold-in rows knows them under either protocol."""
+    config = EvalConfig() if config is None else config
+    t_start = time.perf_counter()
+    plan = _plan(split, config)
+    ks = config.ks_for(split.n_items)
+    reports = {}
+    for name, (evalset, block) in plan.items():
+        result = evaluate_exact(model, evalset, ks=ks, metrics=config.metrics, seed=seed,
+                                users_known=(not split.strong if users_known is None
+                                             else users_known),
+                                batch_hooks=block.hooks() if block else (),
+                                memory_budget_mb=config.memory_budget_mb)
+        reports[name] = SplitReport(
+            name=name, n_users=int(evalset.n_users), exact=result.metrics,
+            rank_table=result.rank_table, per_user=result.per_user,
+            per_user_rows=result.per_user_rows, timings=result.timings,
+            sampled=block.settings(result.rank_table) if block else {})
+    return EvalReport(splits=reports,
+                      selection_metric=resolve_selection(config.selection, split.n_items),
+                      selection_split="valid" if "valid" in reports else "test",
+                      seconds=time.perf_counter() - t_start)
+
+
+def validation_score(split: Split, config: EvalConfig | None = None, *,
+                     seed: int = 0) -> Callable[[Scorer], float] | None:
+    """The early-stopping metric a trainer receives from the run: model -> the exact
+    `config.selection` metric on the validation users (no sampled block). None when the split
+    has no validation users."""
+    if split.valid is None:
+        return None
+    config = EvalConfig() if config is None else config
+    key = resolve_selection(config.selection, split.n_items)
+    ks = config.ks_for(split.n_items)
+    metric = key.partition("@")[0]
+
+    def score(model: Scorer) -> float:
+        result = evaluate_exact(model, split.valid, ks=ks, metrics=[metric], seed=seed,
+                                users_known=not split.strong,
+                                memory_budget_mb=config.memory_budget_mb)
+        return float(result.metrics[key])
+
+    return score

@@ -1,0 +1,127 @@
+"""EvalReport: the typed record `evaluate` returns, and its one JSON form (the `splits` and
+`selection` blocks of results.json).
+
+Arrays a report keeps for callers (rank tables, per-user values, per-repeat estimator curves,
+the first sample of each setting) stay in memory; `to_json` writes the numbers a reader of
+results.json needs: exact metrics, and per sampled setting the protocol, the exact target-level
+metrics, each estimator's mean, std and relative error at the reported K, its average relative
+error over K = 1..k_max, and timings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from linrec.eval.ranks import RankTable
+
+#: the K at which a sampled setting reports every estimator (those <= k_max)
+SAMPLED_REPORT_KS = (1, 5, 10, 20, 50)
+
+
+@dataclass
+class SampledSetting:
+    """One sampled setting ('n=100' or 'adaptive') of one split.
+
+    exact_curves: metric -> exact target-level T@1..k_max, float64 (k_max,);
+    curves: estimator -> metric -> estimates of every repeat, float64 (repeats, k_max);
+    first_sample: (sampled ranks, sample sizes) of repeat 0 in the canonical target order;
+    protocol: sample size(s), pool, repeats, seed, N the estimators assumed, ...;
+    timings: estimator -> seconds over all repeats."""
+
+    label: str
+    protocol: dict[str, Any]
+    exact_curves: dict[str, np.ndarray]
+    curves: dict[str, dict[str, np.ndarray]]
+    first_sample: tuple[np.ndarray, np.ndarray | int] | None
+    timings: dict[str, float]
+
+    @property
+    def k_max(self) -> int:
+        return int(self.protocol["k_max"])
+
+    def exact_at(self) -> dict[str, float]:
+        """{'ndcg@10': exact T@10, ...} at the reported K."""
+        return {f"{m}@{k}": float(c[k - 1]) for m, c in self.exact_curves.items()
+                for k in SAMPLED_REPORT_KS if k <= self.k_max}
+
+    def average_relative_errors(self, estimator: str, metric: str) -> np.ndarray:
+        """ARE in % over K = 1..k_max of each repeat of `estimator` (spec §10.3): (repeats,)."""
+        from linrec.eval.estimators.accuracy import average_relative_error
+
+        exact = self.exact_curves[metric]
+        ks = range(1, len(exact) + 1)
+        return np.array([average_relative_error(c, exact, ks=ks)
+                         for c in self.curves[estimator][metric]])
+
+    def to_json(self) -> dict[str, Any]:
+        estimators: dict[str, Any] = {}
+        for name, by_metric in self.curves.items():
+            metrics: dict[str, Any] = {}
+            are: dict[str, Any] = {}
+            for m, values in by_metric.items():
+                exact = self.exact_curves[m]
+                for k in (k for k in SAMPLED_REPORT_KS if k <= self.k_max):
+                    mean = float(values[:, k - 1].mean())
+                    metrics[f"{m}@{k}"] = {
+                        "mean": mean,
+                        "std": float(values[:, k - 1].std()),
+                        "rel_error": (mean - exact[k - 1]) / exact[k - 1] if exact[k - 1] else None,
+                    }
+                per_repeat = self.average_relative_errors(name, m)
+                are[m] = {"mean": float(np.mean(per_repeat)), "std": float(np.std(per_repeat))}
+            estimators[name] = {"metrics": metrics, "are": are}
+        return {"protocol": self.protocol, "exact": self.exact_at(), "estimators": estimators,
+                "timings": self.timings}
+
+
+@dataclass
+class SplitReport:
+    """The evaluation of one split ('valid' or 'test').
+
+    exact: {'ndcg@100': mean over users with >= 1 held-out item, ..., 'auc': ...};
+    per_user: the same keys -> float64 arrays aligned with per_user_rows;
+    rank_table: the global rank of every held-out item (saved as ranks.npz);
+    sampled: setting label -> SampledSetting; timings: seconds of score, rank, hooks, metrics."""
+
+    name: str
+    n_users: int
+    exact: dict[str, float]
+    rank_table: RankTable
+    per_user: dict[str, np.ndarray] = field(repr=False)
+    per_user_rows: np.ndarray = field(repr=False)
+    timings: dict[str, float] = field(default_factory=dict)
+    sampled: dict[str, SampledSetting] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        block: dict[str, Any] = {"n_users": self.n_users,
+                                 "n_targets": int(self.rank_table.ranks.size),
+                                 "exact": self.exact, "timings": self.timings}
+        if self.sampled:
+            block["sampled"] = {label: s.to_json() for label, s in self.sampled.items()}
+        return block
+
+
+@dataclass
+class EvalReport:
+    """Every evaluated split, the selection metric (metric key, the split it was read on, its
+    value) and the total seconds."""
+
+    splits: dict[str, SplitReport]
+    selection_metric: str
+    selection_split: str
+    seconds: float = 0.0
+
+    @property
+    def selection_value(self) -> float | None:
+        split = self.splits.get(self.selection_split)
+        value = None if split is None else split.exact.get(self.selection_metric)
+        return None if value is None else float(value)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `splits` and `selection` blocks of results.json."""
+        return {"splits": {name: s.to_json() for name, s in self.splits.items()},
+                "selection": {"metric": self.selection_metric, "split": self.selection_split,
+                              "value": self.selection_value}}

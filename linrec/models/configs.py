@@ -1,0 +1,365 @@
+"""The parameters of every model: one typed config per model (`model=<name>` selects it).
+
+A model is built from its config (`EASE(lam=300)` is `EASE(EASEConfig(lam=300))`) and reads its
+parameters from it, so the Python defaults here are the YAML defaults (`conf/model/*.yaml` only
+select and preset these dataclasses through Hydra's ConfigStore, `linrec.config`). Every value is
+checked on construction (`linrec.params`); messages name `<model>.<field>`.
+
+Ranks default to `None` = sized by the catalogue: min(cap, n_items // divisor), at least
+min(8, n_items) (`ModelConfig.rank_for`); the cap and divisor reproduce the published rank on the
+published dataset (e.g. LRR: 2000 on ML-20M's 20 108 items) and scale down on small catalogues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from linrec.errors import ConfigError
+from linrec.params import FLOAT_DTYPES, Params, param
+
+SOLVERS = ("cholesky", "cg")
+BACKENDS = ("torch", "numpy")
+PRIORS = ("ratio_alpha", "count_k", "fixed")
+CONFIDENCES = ("alpha", "one_plus_alpha")
+#: item-item models a nearby model can start from (their W is dense)
+NEARBY_BASES = ("ease", "dlae", "edlae", "edlae_lowrank", "debiased_ease")
+#: τ⁺ is clipped to [0, 1 − 1e-6] in every prior mode (losses.md §0)
+TAU_MAX = 1.0 - 1e-6
+
+
+@dataclass
+class ModelConfig(Params):
+    """Base of the model configs. `name` is the registry name (`model=<name>`); `model_path`
+    the "module:Class" built from it; `rank_rule` (cap, divisor) of an auto-sized rank."""
+
+    where = "model"
+    model_path: ClassVar[str] = ""
+    rank_rule: ClassVar[tuple[int, int] | None] = None
+
+    name: str = ""
+
+    def label(self) -> str:
+        return self.name or self.where
+
+    @classmethod
+    def from_mapping(cls, values: Any, where: str | None = None) -> ModelConfig:
+        if isinstance(values, Mapping):
+            unknown = sorted(set(map(str, values)) - set(cls.names()))
+            if unknown:
+                name = cls.__dataclass_fields__["name"].default
+                allowed = [n for n in cls.names() if n != "name"]
+                raise ConfigError(f"model {name!r} has no parameter(s) {unknown}; allowed: "
+                                  f"{allowed or 'none'}")
+        return super().from_mapping(values, where)
+
+    def check(self) -> None:
+        expected = type(self).__dataclass_fields__["name"].default
+        if self.name != expected:
+            raise ConfigError(f"model.name={self.name!r} does not match its config "
+                              f"{type(self).__name__} ({expected!r}); choose a model with "
+                              f"model=<name>")
+
+    def rank_for(self, n_items: int) -> int:
+        """The rank to use on `n_items` items: `rank`, or min(cap, n_items // divisor) (at least
+        min(8, n_items)) when it is None; ConfigError when an explicit rank exceeds n_items."""
+        rank = getattr(self, "rank", None)
+        if rank is None:
+            cap, divisor = self.rank_rule or (n_items, 1)
+            return max(min(8, n_items), min(cap, n_items // divisor))
+        if rank > n_items:
+            raise ConfigError(f"{self.name}.rank={rank} exceeds n_items={n_items}; allowed: "
+                              f"1..{n_items}, or null to size it by the catalogue")
+        return int(rank)
+
+
+def _dtype(default: str) -> Any:
+    return param(default, choices=FLOAT_DTYPES)
+
+
+def _threads() -> Any:
+    return param(0, ge=0, doc="BLAS and worker threads during fit (0 = all cores)")
+
+
+def _rank(doc: str) -> Any:
+    return param(None, ge=1, doc=doc)
+
+
+# --- EASE family (spec/linear_models.md §3.1, §3.3, §3.10) ----------------------------------
+
+
+@dataclass
+class EASEConfig(ModelConfig):
+    model_path = "linrec.models.ease:EASE"
+    name: str = "ease"
+    lam: float = param(500.0, ge=0, doc="λ; published: 400 (ML-20M), 1000 (Netflix)")
+    dtype: str = _dtype("float32")
+    num_threads: int = _threads()
+
+
+@dataclass
+class DLAEConfig(ModelConfig):
+    model_path = "linrec.models.ease:DLAE"
+    name: str = "dlae"
+    p: float = param(0.25, ge=0, lt=1, doc="dropout probability")
+    lam: float = param(10.0, ge=0, doc="extra L2 (irspack form)")
+    dtype: str = _dtype("float32")
+    num_threads: int = _threads()
+
+
+@dataclass
+class EDLAEConfig(DLAEConfig):
+    model_path = "linrec.models.ease:EDLAE"
+    name: str = "edlae"
+
+
+@dataclass
+class LowRankEDLAEConfig(DLAEConfig):
+    model_path = "linrec.models.ease:LowRankEDLAE"
+    rank_rule = (1000, 20)
+    name: str = "edlae_lowrank"
+    rank: int | None = _rank("rank of B; published 1000 (ML-20M, Netflix); null: "
+                             "min(1000, n_items // 20)")
+    n_iter: int = param(50, ge=1, doc="max ADMM iterations")
+    tol: float = param(1e-6, gt=0)
+    omega: float = param(10.0, gt=0, doc="ω of the ADMM penalty Ω = Λ + ωI")
+
+
+@dataclass
+class DebiasedEASEConfig(ModelConfig):
+    model_path = "linrec.models.ease:DebiasedEASE"
+    name: str = "debiased_ease"
+    lam: float = param(500.0, ge=0)
+    alpha: float = param(0.5, ge=0, lt=1, doc="α = (c−1)/c; 0.5 is c = 2, debiased iALS's "
+                                              "default prior (prior_alpha = 1)")
+    dtype: str = _dtype("float32")
+    num_threads: int = _threads()
+
+
+# --- baselines ---------------------------------------------------------------------------------
+
+
+@dataclass
+class MostPopularConfig(ModelConfig):
+    model_path = "linrec.models.baselines:MostPopular"
+    name: str = "most_popular"
+
+
+@dataclass
+class ItemKNNConfig(ModelConfig):
+    model_path = "linrec.models.baselines:ItemKNN"
+    name: str = "itemknn"
+    k: int = param(100, ge=1, doc="neighbours per item")
+    shrink: float = param(0.0, ge=0)
+
+
+@dataclass
+class SLIMConfig(ModelConfig):
+    model_path = "linrec.models.baselines:SLIM"
+    name: str = "slim"
+    l1: float = param(1.0, ge=0)
+    l2: float = param(10.0, ge=0)
+    max_iter: int = param(1000, ge=1, doc="coordinate-descent sweeps per column")
+    tol: float = param(1e-4, gt=0)
+    n_jobs: int = param(1, ge=-1, doc="joblib processes over columns (-1 = all cores)")
+
+    def check(self) -> None:
+        super().check()
+        if self.l1 + self.l2 <= 0:
+            raise ConfigError(f"slim.l1={self.l1}, slim.l2={self.l2}: allowed: l1 + l2 > 0")
+        if self.n_jobs == 0:
+            raise ConfigError("slim.n_jobs=0 is not allowed; use >= 1, or -1 for all cores")
+
+
+# --- spectral models (spec §3.5–§3.7) ----------------------------------------------------------
+
+
+@dataclass
+class LRRConfig(ModelConfig):
+    model_path = "linrec.models.spectral:LRR"
+    rank_rule = (2000, 10)
+    name: str = "lrr"
+    rank: int | None = _rank("k; published 2000 (ML-20M), 3000 (Netflix); null: "
+                             "min(2000, n_items // 10)")
+    lam: float = param(1e4, ge=0, doc="λ; published 1e4 (ML-20M), 4e4 (Netflix)")
+    dropout: float = param(0.0, ge=0, lt=1, doc="> 0: low-rank DLAE (eq. 68)")
+    gamma: Any = param(None, doc="explicit Γ, (n_items,) or (r, n_items); Python only")
+    dtype: str = _dtype("float64")
+
+    def check(self) -> None:
+        super().check()
+        if self.gamma is not None:
+            self.gamma = np.asarray(self.gamma, dtype=np.float64)
+            if self.gamma.ndim not in (1, 2) or not np.all(np.isfinite(self.gamma)):
+                raise ConfigError(f"lrr.gamma must be a finite (n_items,) vector or (r, n_items) "
+                                  f"matrix, got shape {self.gamma.shape}")
+
+
+@dataclass
+class PureSVDConfig(ModelConfig):
+    model_path = "linrec.models.spectral:PureSVD"
+    rank_rule = (128, 100)
+    name: str = "puresvd"
+    rank: int | None = _rank("k; best of the published grid 128 (ML-20M, Netflix; smaller is "
+                             "better there); null: min(128, n_items // 100)")
+    dtype: str = _dtype("float64")
+
+
+@dataclass
+class ClosedFormMFConfig(ModelConfig):
+    model_path = "linrec.models.spectral:ClosedFormMF"
+    rank_rule = (1000, 20)
+    name: str = "mf_closed"
+    rank: int | None = _rank("k; published 1000 (ML-20M, Netflix); null: "
+                             "min(1000, n_items // 20)")
+    lam: float = param(50.0, ge=0, doc="λ′; published 50 (ML-20M), 100 (Netflix)")
+    dtype: str = _dtype("float64")
+
+
+@dataclass
+class RidgeConfig(ModelConfig):
+    model_path = "linrec.models.spectral:Ridge"
+    name: str = "ridge"
+    lam: float = param(1e4, ge=0)
+    dtype: str = _dtype("float64")
+
+
+# --- factor models (spec §3.8–§3.10) ----------------------------------------------------------
+
+
+@dataclass
+class IALSConfig(ModelConfig):
+    model_path = "linrec.models.als:IALS"
+    name: str = "ials"
+    factors: int = param(64, ge=1)
+    reg: float = param(0.01, ge=0, doc="λ")
+    alpha0: float = param(0.1, ge=0, doc="α₀, weight of the unobserved entries")
+    nu: float = param(1.0, ge=0, doc="ν of the frequency-scaled λ(|I_u| + α₀|I|)^ν")
+    epochs: int = param(16, ge=1)
+    solver: str = param("cholesky", choices=SOLVERS, doc="cholesky (exact) | cg")
+    cg_steps: int = param(3, ge=1)
+    backend: str = param("torch", choices=BACKENDS, doc="same numbers; torch is faster")
+    block_size: int = param(4096, ge=1, doc="max rows solved together")
+    seed: int = param(0, ge=0, doc="the run seed in configs")
+    init_std: float = param(0.1, ge=0, doc="factors start as N(0, init_std²/factors)")
+    dtype: str = _dtype("float32")
+    num_threads: int = _threads()
+    record_loss: bool = param(True, doc="objective after each epoch into loss_history_")
+
+
+@dataclass
+class DebiasedIALSConfig(IALSConfig):
+    model_path = "linrec.models.als:DebiasedIALS"
+    name: str = "debiased_ials"
+    prior: str = param("ratio_alpha", choices=PRIORS,
+                       doc="ratio_alpha: c_u = 1 + prior_alpha | count_k | fixed")
+    prior_alpha: float = param(1.0, ge=0)
+    prior_k: int = param(20, ge=0)
+    tau_plus: float = param(0.001, ge=0, le=TAU_MAX)
+
+    def check(self) -> None:
+        super().check()
+        if not self.alpha0 < 1:
+            raise ConfigError(f"debiased_ials.alpha0={self.alpha0} is out of range; allowed: "
+                              "[0, 1)")
+
+
+@dataclass
+class WMFConfig(ModelConfig):
+    model_path = "linrec.models.als:WMF"
+    name: str = "wmf"
+    factors: int = param(100, ge=1, doc="published 100 (ML-20M, Netflix)")
+    reg: float = param(100.0, ge=0, doc="λ; published 100")
+    alpha: float = param(10.0, ge=0, doc="published C = 10 (ML-20M), 5 (Netflix)")
+    confidence: str = param("alpha", choices=CONFIDENCES,
+                            doc="alpha: c = alpha (implicit) | one_plus_alpha: c = 1 + alpha")
+    iterations: int = param(15, ge=1)
+    seed: int = param(0, ge=0)
+    use_cg: bool = True
+    num_threads: int = _threads()
+    dtype: str = _dtype("float32")
+    record_loss: bool = False
+
+    def check(self) -> None:
+        super().check()
+        if self.confidence == "alpha" and self.alpha <= 0:
+            raise ConfigError(f"wmf.alpha={self.alpha} gives observed confidence {self.alpha}; "
+                              "it must be > 0 (or use confidence=one_plus_alpha)")
+
+
+# --- nearby models (spec §6) ------------------------------------------------------------------
+
+
+@dataclass
+class BPRTrainerConfig(ModelConfig):
+    """The BPR + Adam trainer shared by the nearby models (spec §6.2)."""
+
+    rmd: bool = param(False, doc="remove diag(W) (eq. 76 RMD)")
+    dropout: float = param(0.0, ge=0, lt=1, doc="input dropout while training")
+    bpr_scale: float = param(10.0, gt=0, doc="t in −log σ(t (s_ui − s_uj)); not published")
+    lr: float = param(0.01, gt=0)
+    epochs: int = param(10, ge=0)
+    batch_size: int = param(2048, ge=1)
+    n_pairs: int = param(16, ge=1, doc="positive/negative pairs per user and batch")
+    patience: int = param(0, ge=0, doc="early stopping on the validation selection metric "
+                                      "(0 = off)")
+    seed: int = param(0, ge=0)
+    dtype: str = _dtype("float32")
+    device: str = "cpu"
+
+
+@dataclass
+class LearnedLambdaConfig(BPRTrainerConfig):
+    model_path = "linrec.models.nearby:LearnedLambda"
+    rank_rule = (2000, 10)
+    name: str = "learned_lambda"
+    rank: int | None = _rank("published 2000 (ML-20M); null: min(2000, n_items // 10)")
+    lam: float = param(8000.0, gt=0, doc="published 8000 (ML-20M), 40000 (Netflix)")
+    c: float = param(1000.0, ge=0, doc="λ_i ∈ (λ − c, λ + c); published 1000, 5000")
+    head_tail: bool = param(False, doc="also learn H, T")
+
+    def check(self) -> None:
+        super().check()
+        if not self.c < self.lam:
+            raise ConfigError(f"learned_lambda.c={self.c} is out of range; allowed: [0, lam) "
+                              f"with lam={self.lam}")
+
+
+@dataclass
+class NearbyHTConfig(BPRTrainerConfig):
+    model_path = "linrec.models.nearby:NearbyItemItem"
+    name: str = "nearby_ht"
+    base: str = param("edlae", choices=NEARBY_BASES, doc="the item-item model giving W")
+    base_params: dict[str, Any] = param({"p": 0.25, "lam": 10.0, "dtype": "float32"})
+    head_tail: bool = True
+    sparsify: bool = False
+    sparsify_threshold: float = param(float("-inf"), finite=False,
+                                      doc="keep W entries above it (-inf: all)")
+    dropout: float = param(0.5, ge=0, lt=1)
+    batch_size: int = param(512, ge=1)
+
+    def check(self) -> None:
+        super().check()
+        if not (self.head_tail or self.sparsify or self.rmd):
+            raise ConfigError(f"{self.name}: enable at least one of head_tail, sparsify, rmd")
+
+
+@dataclass
+class NearbySparseConfig(NearbyHTConfig):
+    name: str = "nearby_sparse"
+    head_tail: bool = False
+    sparsify: bool = True
+    sparsify_threshold: float = param(0.0, finite=False, doc="not published")
+
+
+#: every model config, by registry name
+MODEL_CONFIGS: dict[str, type[ModelConfig]] = {
+    cls.__dataclass_fields__["name"].default: cls
+    for cls in (EASEConfig, DLAEConfig, EDLAEConfig, LowRankEDLAEConfig, DebiasedEASEConfig,
+                MostPopularConfig, ItemKNNConfig, SLIMConfig, LRRConfig, PureSVDConfig,
+                ClosedFormMFConfig, RidgeConfig, IALSConfig, DebiasedIALSConfig, WMFConfig,
+                LearnedLambdaConfig, NearbyHTConfig, NearbySparseConfig)
+}

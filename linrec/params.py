@@ -1,0 +1,245 @@
+"""Typed parameters: the one set of argument checks, and the base class of every typed config.
+
+Every config (a model's parameters, a data source, a split protocol, the eval block, a study) is a
+dataclass deriving from `Params`. Its fields say their type and allowed range
+(`param(500.0, ge=0)`, `param("float32", choices=FLOAT_DTYPES)`); constructing one checks and
+normalises every field and raises ConfigError naming `<where>.<field>`, the value and what is
+allowed. `Params.from_mapping` builds one from a plain mapping (a YAML node, a dict) and rejects
+unknown names with the list of allowed ones. The same dataclasses are registered in Hydra's
+ConfigStore (`linrec.config`), so the YAML defaults and the Python defaults are one value.
+
+The `check_*` functions are the same checks for plain function arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+
+from linrec.errors import ConfigError
+
+FLOAT_DTYPES = ("float32", "float64")
+P = TypeVar("P", bound="Params")
+
+
+# ---------------------------------------------------------------------------------------------
+# checks of single values
+
+
+def _bounds_text(ge=None, gt=None, le=None, lt=None) -> str:
+    """' >= 0 and < 1' (with a leading space), or '' without bounds."""
+    parts = [f">= {ge:g}" if ge is not None else "", f"> {gt:g}" if gt is not None else "",
+             f"<= {le:g}" if le is not None else "", f"< {lt:g}" if lt is not None else ""]
+    text = " and ".join(p for p in parts if p)
+    return f" {text}" if text else ""
+
+
+def _in_bounds(x: float, ge=None, gt=None, le=None, lt=None) -> bool:
+    return not ((ge is not None and x < ge) or (gt is not None and x <= gt)
+                or (le is not None and x > le) or (lt is not None and x >= lt))
+
+
+def check_int(value: Any, where: str, *, ge: int | None = None, gt: int | None = None,
+              le: int | None = None, lt: int | None = None) -> int:
+    """int(value) if it is an integer (not a bool) within the bounds, else ConfigError."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ConfigError(f"{where}={value!r} is not an integer; allowed: an integer"
+                          f"{_bounds_text(ge, gt, le, lt)}")
+    if not _in_bounds(value, ge, gt, le, lt):
+        raise ConfigError(f"{where}={value!r} is out of range; allowed: an integer"
+                          f"{_bounds_text(ge, gt, le, lt)}")
+    return int(value)
+
+
+def check_real(value: Any, where: str, *, ge: float | None = None, gt: float | None = None,
+               le: float | None = None, lt: float | None = None, finite: bool = True) -> float:
+    """float(value) if it is a number (not a bool; finite unless finite=False) within the
+    bounds, else ConfigError."""
+    ok_type = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_))
+    number = float(value) if ok_type else math.nan
+    if not ok_type or math.isnan(number) or (finite and math.isinf(number)):
+        kind = "a finite number" if finite else "a number"
+        raise ConfigError(f"{where}={value!r} is not {kind}; allowed: {kind}"
+                          f"{_bounds_text(ge, gt, le, lt)}")
+    if not _in_bounds(number, ge, gt, le, lt):
+        raise ConfigError(f"{where}={value!r} is out of range; allowed: a number"
+                          f"{_bounds_text(ge, gt, le, lt)}")
+    return number
+
+
+def check_bool(value: Any, where: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ConfigError(f"{where}={value!r} is not a flag; allowed: true or false")
+    return bool(value)
+
+
+def check_choice(value: Any, where: str, choices: Sequence[Any]) -> Any:
+    if value not in choices:
+        raise ConfigError(f"{where}={value!r} is not allowed; allowed: {list(choices)}")
+    return value
+
+
+def check_float_dtype(value: Any, where: str = "dtype") -> np.dtype:
+    """np.dtype(float32) or np.dtype(float64) from a name or dtype; ConfigError otherwise."""
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        dtype = None
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ConfigError(f"{where}={value!r} is not allowed; allowed: {list(FLOAT_DTYPES)}")
+    return dtype
+
+
+def check_seed(value: Any, where: str = "seed") -> int:
+    """A seed: an integer >= 0."""
+    return check_int(value, where, ge=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# typed configs
+
+
+def param(default: Any = dataclasses.MISSING, *, ge: float | None = None,
+          gt: float | None = None, le: float | None = None, lt: float | None = None,
+          choices: Sequence[Any] | None = None, finite: bool = True, doc: str = "") -> Any:
+    """A config field with its allowed range (numbers) or values (choices). Lists and dicts are
+    copied per instance; tuples are stored as they are."""
+    metadata = {"ge": ge, "gt": gt, "le": le, "lt": lt, "choices": choices, "finite": finite,
+                "doc": doc}
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=functools.partial(_copy, default),
+                                 metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def _copy(value: Any) -> Any:
+    return type(value)(value)
+
+
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _check_value(value: Any, annotation: Any, where: str, meta: Mapping[str, Any]) -> Any:
+    """`value` checked against a field's annotation and constraints; normalised (lists of a
+    tuple field become tuples, mappings of a nested config become that config)."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _check_value(value, inner, where, meta)
+    if annotation is Any:
+        return value
+    if isinstance(annotation, type) and issubclass(annotation, Params):
+        if isinstance(value, annotation):
+            return value
+        if isinstance(value, Mapping):
+            return annotation.from_mapping(value, where=where)
+        raise ConfigError(f"{where}={value!r} must be a mapping of {sorted(annotation.names())}")
+    bounds = {k: meta.get(k) for k in ("ge", "gt", "le", "lt")}
+    if origin is tuple or origin is list:
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise ConfigError(f"{where}={value!r} is not a list; allowed: a list, e.g. [{value}]")
+        element = args[0] if args else Any
+        items = [_check_value(v, element, where, meta) for v in value]
+        return tuple(items) if origin is tuple else items
+    if origin is dict or annotation is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}={value!r} is not a mapping; allowed: a mapping")
+        return dict(value)
+    if annotation is bool:
+        value = check_bool(value, where)
+    elif annotation is int:
+        value = check_int(value, where, **bounds)
+    elif annotation is float:
+        value = check_real(value, where, finite=meta.get("finite", True), **bounds)
+    elif annotation is str:
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}={value!r} is not a string; allowed: a string")
+    choices = meta.get("choices")
+    if choices is not None:
+        check_choice(value, where, choices)
+    return value
+
+
+@dataclasses.dataclass
+class Params:
+    """Base of every typed config: fields checked and normalised on construction (see the module
+    docstring). Subclasses add cross-field checks in `check()` and set `where`, the prefix of
+    their messages ("eval.sampled", "data.split", ...)."""
+
+    where: ClassVar[str] = "config"
+
+    def __post_init__(self) -> None:
+        hints = _type_hints(type(self))
+        for f in dataclasses.fields(self):
+            value = _check_value(getattr(self, f.name), hints[f.name],
+                                 f"{self.label()}.{f.name}", f.metadata)
+            object.__setattr__(self, f.name, value)
+        self.check()
+
+    def label(self) -> str:
+        """The prefix of this config's messages (`where` unless a subclass knows better)."""
+        return self.where
+
+    def check(self) -> None:
+        """Cross-field checks of a subclass (raise ConfigError)."""
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_mapping(cls: type[P], values: Any, where: str | None = None) -> P:
+        """The config from a mapping of field names; an unknown name is a ConfigError listing
+        the allowed ones."""
+        where = where or cls.where
+        if isinstance(values, cls):
+            return values
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{where}={values!r} must be a mapping of {cls.names()}")
+        unknown = sorted(set(map(str, values)) - set(cls.names()))
+        if unknown:
+            raise ConfigError(f"{where}: unknown field(s) {unknown}; allowed: {cls.names()}")
+        obj = cls.__new__(cls)
+        if where != cls.where:  # a nested config reports its full path
+            object.__setattr__(obj, "where", where)
+        for f in dataclasses.fields(cls):
+            if f.name in values:
+                value = values[f.name]
+            elif f.default is not dataclasses.MISSING:
+                value = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                value = f.default_factory()
+            else:
+                raise ConfigError(f"{where}.{f.name} is required")
+            object.__setattr__(obj, f.name, value)
+        obj.__post_init__()
+        return obj
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (nested configs as dicts, tuples as lists), e.g. for results.json."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Params):
+        return value.to_dict()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value

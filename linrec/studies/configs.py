@@ -1,0 +1,100 @@
+"""Typed configs of the studies (`experiment=<name>` presets set `study.*`). What a study
+evaluates and how comes from the run's `eval` block; these hold what is particular to a study."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from linrec.errors import ConfigError
+from linrec.params import Params, param
+
+#: kinds of the mapping functions a sampling study tabulates ("beta@<a>" takes a number)
+MAPPING_KINDS = ("linear", "bound", "beta", "beta_p")
+#: what a linear-models family trains on
+TRAIN_ON = ("train", "train_and_foldin")
+
+
+@dataclass
+class StudyConfig(Params):
+    """Base of the study configs: `name` selects the study."""
+
+    where = "study"
+    name: str = ""
+    models: dict[str, Any] = param({})
+
+    def check(self) -> None:
+        expected = type(self).__dataclass_fields__["name"].default
+        if self.name != expected:
+            raise ConfigError(f"study.name={self.name!r} does not match its config "
+                              f"{type(self).__name__} ({expected!r})")
+        if not self.models:
+            raise ConfigError("study.models is empty; give at least one model")
+
+
+def _check_mapping(spec: str) -> None:
+    kind, _, a = spec.partition("@")
+    try:
+        ok = kind in MAPPING_KINDS and (kind == "beta") == bool(a) and float(a or "0") >= 0
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"study.mappings: {spec!r} is unknown; allowed: linear, bound, "
+                          "beta@<a> (a number), beta_p")
+
+
+@dataclass
+class SamplingStudyConfig(StudyConfig):
+    """How well each estimator recovers exact metrics from sampled ranks ([S3] AAAI'23 tables,
+    spec/evaluation.md §10.3; the KDD'20 mapping tables, §10.2). Every model of `models` is one
+    run evaluated with the sampled block of `eval.sampled` (the preset simulates 100 repeats at
+    n = 100, 500, 1000 and adaptive sampling); the study adds the winner-accuracy and mapping
+    tables across the models."""
+
+    name: str = "sampling_study"
+    models: dict[str, Any] = param({
+        "itemknn": {"name": "itemknn", "k": 100}, "puresvd": {"name": "puresvd", "rank": 64},
+        "ials": {"name": "ials", "factors": 64}, "ease": {"name": "ease", "lam": 500.0},
+        "most_popular": {"name": "most_popular"}}, doc="label -> model config")
+    winner_ks: tuple[int, ...] = param((5, 10, 20), ge=1)
+    mappings: tuple[str, ...] = ("linear", "bound", "beta@1", "beta@0.5", "beta@0.2", "beta_p")
+    mapping_ks: tuple[int, ...] = param((1, 2, 5, 10, 20, 50), ge=1)
+
+    def check(self) -> None:
+        super().check()
+        for spec in self.mappings:
+            _check_mapping(spec)
+
+
+@dataclass
+class LinearModelsStudyConfig(StudyConfig):
+    """Tables 8/9 protocol and the grids of Tables 14–17 (spec/linear_models.md §1.3, §5, §7):
+    each family's grid selected on the validation users (`eval.selection`), the best point
+    scored on the test users. A family: {model: <name>, grid: {param: [values]}, params: {...},
+    train_on: train | train_and_foldin}."""
+
+    name: str = "linear_models"
+    report: tuple[str, ...] = ("recall_trunc@20", "recall_trunc@50", "ndcg@100")
+    models: dict[str, Any] = param({"ease": {"model": "ease", "grid": {"lam": [400]}}},
+                                   doc="label -> family")
+
+    def check(self) -> None:
+        super().check()
+        allowed = ("model", "grid", "params", "train_on")
+        for label, family in self.models.items():
+            if not isinstance(family, dict) or not isinstance(family.get("model"), str):
+                raise ConfigError(f"study.models.{label}={family!r} must be a mapping with a "
+                                  "'model' name (and optional grid, params, train_on)")
+            unknown = sorted(set(family) - set(allowed))
+            if unknown:
+                raise ConfigError(f"study.models.{label}: unknown field(s) {unknown}; allowed: "
+                                  f"{list(allowed)}")
+            if family.get("train_on", "train") not in TRAIN_ON:
+                raise ConfigError(f"study.models.{label}.train_on={family['train_on']!r}; "
+                                  f"allowed: {list(TRAIN_ON)}")
+
+
+STUDY_CONFIGS: dict[str, type[StudyConfig]] = {
+    cls.__dataclass_fields__["name"].default: cls
+    for cls in (SamplingStudyConfig, LinearModelsStudyConfig)
+}

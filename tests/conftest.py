@@ -1,0 +1,56 @@
+"""Stand-ins shared by the tests of every package: scorers with known scores and a random
+evaluation set. (Import them with `from tests.conftest import ...`.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from linrec.data.splits import EvalSet
+
+
+class FixedScores:
+    """A stand-in model whose scores are a fixed matrix, row = user id (`users` given) or fold-in
+    row (`users=None`); integer-valued matrices make ties on purpose."""
+
+    def __init__(self, scores: np.ndarray) -> None:
+        self.scores = scores
+
+    def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray:
+        rows = np.arange(foldin.shape[0]) if users is None else users
+        return self.scores[rows].copy()
+
+
+class LinearScores:
+    """score = foldin @ W (+ 0.5 * user id when users are given); records the users it saw.
+    decimals: round scores to make ties; dtype: output dtype."""
+
+    def __init__(self, n_items: int, seed: int = 0, decimals: int | None = None,
+                 dtype: type = np.float64) -> None:
+        self.w = np.random.default_rng(seed).normal(size=(n_items, n_items))
+        self.decimals, self.dtype = decimals, dtype
+        self.seen_users: list = []
+
+    def score(self, foldin, users=None):
+        self.seen_users.append(None if users is None else np.asarray(users).copy())
+        scores = np.asarray(foldin @ self.w)
+        if users is not None:
+            scores = scores + 0.5 * np.asarray(users)[:, None]
+        if self.decimals is not None:
+            scores = np.round(scores, self.decimals)
+        return scores.astype(self.dtype)
+
+
+def make_evalset(n_users: int, n_items: int, seed: int, foldin_p: float = 0.3,
+                 target_p: float = 0.15, min_targets: int = 0) -> EvalSet:
+    """Random fold-in / target rows (disjoint); users are shuffled ids."""
+    rng = np.random.default_rng(seed)
+    foldin = rng.random((n_users, n_items)) < foldin_p
+    targets = (rng.random((n_users, n_items)) < target_p) & ~foldin
+    for u in range(n_users):  # test data builder, not library code
+        free = np.flatnonzero(~foldin[u] & ~targets[u])
+        need = min(max(0, min_targets - targets[u].sum()), len(free))
+        targets[u, rng.choice(free, need, replace=False)] = True
+    users = rng.permutation(10 * n_users)[:n_users].astype(np.int64)
+    return EvalSet(users=users, foldin=sp.csr_matrix(foldin.astype(np.float32)),
+                   targets=sp.csr_matrix(targets.astype(np.float32)))

@@ -1,0 +1,122 @@
+"""experiment=sampling_study end to end on small synthetic data: one run per model written like
+any run, tables consistent with those runs, and config errors before any fit."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from linrec.experiment import run
+from tests.studies.conftest import SMALL_DATA, compose_config
+
+STUDY = ["experiment=sampling_study", *SMALL_DATA, "quiet=true", "~study.models",
+         "eval.sampled.sample_sizes=[20,50]", "eval.sampled.adaptive.n0=10",
+         "eval.sampled.adaptive.n_max=40", "eval.sampled.repeats=4", "eval.sampled.k_max=10",
+         "eval.sampled.estimators=[naive,bv,mle,mn_mle]", "study.winner_ks=[5,10]",
+         "study.mappings=[linear,bound,beta@0.5,beta_p]", "study.mapping_ks=[1,5,10]"]
+
+
+def test_sampling_study(tmp_path):
+    cfg = compose_config(*STUDY, "+study.models={pop: {name: most_popular}, "
+                                 "ease: {name: ease, lam: 50.0}, knn: {name: itemknn, k: 20}}")
+    run(cfg, run_dir=tmp_path / "run")
+    tables = tmp_path / "run" / "tables"
+    for name in ("are_n20", "are_n50", "are_adaptive", "winners", "mapping_errors",
+                 "mapping_ease_n20"):
+        assert (tables / f"{name}.md").exists() and (tables / f"{name}.csv").exists()
+    index = json.loads((tmp_path / "run" / "study.json").read_text())
+    summary = index["summary"]
+    assert summary["models"] == ["pop", "ease", "knn"]
+    assert index["runs"] == ["runs/ease", "runs/knn", "runs/pop"]
+    assert "tables/winners.md" in index["tables"]
+    are = summary["are"]
+    for model in ("pop", "ease", "knn"):
+        # the naive sampled metric is not an estimator of the exact one (spec §1.3)
+        assert are[f"n=20/{model}/recall/naive"]["mean"] > are[f"n=20/{model}/recall/mle"]["mean"]
+        # the study's table is its run's sampled block
+        record = json.loads((tmp_path / "run" / "runs" / model / "results.json").read_text())
+        block = record["splits"]["test"]["sampled"]["n=20"]
+        assert block["protocol"]["method"] == "simulate" and block["protocol"]["repeats"] == 4
+        assert are[f"n=20/{model}/recall/mle"]["mean"] == pytest.approx(
+            block["estimators"]["mle"]["are"]["recall"]["mean"], rel=1e-12)
+        assert record["study"] == {"name": "sampling_study", "label": model, "point": {}}
+    assert all(0 <= v <= 4 for v in summary["winners"].values())
+    mapping = (tables / "mapping_ease_n20.md").read_text()
+    assert "HR@bound" in mapping and "SHR" in mapping
+
+
+def test_study_and_run_draw_the_same_simulated_samples(tmp_path):
+    """A model's study run equals a plain run of that model with the study's eval block: the
+    adaptive simulation is seeded the same way everywhere (it used to differ)."""
+    cfg = compose_config(*STUDY, "+study.models={ease: {name: ease, lam: 50.0}}")
+    run(cfg, run_dir=tmp_path / "study")
+    plain = compose_config(*SMALL_DATA, "quiet=true", "model=ease", "model.lam=50.0",
+                           "data/split=loo", "data.split.valid=false", "eval.splits=[test]",
+                           "eval.sampled.method=simulate", *STUDY[5:10],
+                           "eval.sampled.estimators=[naive,bv,mle,mn_mle]")
+    run(plain, run_dir=tmp_path / "plain")
+    a = json.loads((tmp_path / "study" / "runs" / "ease" / "results.json").read_text())
+    b = json.loads((tmp_path / "plain" / "results.json").read_text())
+    for setting in ("n=20", "n=50", "adaptive"):
+        assert (a["splits"]["test"]["sampled"][setting]["estimators"]
+                == b["splits"]["test"]["sampled"][setting]["estimators"])
+
+
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        ("study.models.ease=3", r"study.models.ease=3 must be a mapping with a 'name'"),
+        ("study.mappings=[linear,nope]", r"study.mappings: 'nope' is unknown"),
+        ("study.mappings=[beta@x]", r"study.mappings: 'beta@x' is unknown"),
+        ("study.mappings=[beta]", r"study.mappings: 'beta' is unknown"),
+        ("study.models.ease.lam=-1.0", r"ease.lam=-1.0 is out of range"),
+        ("eval.sampled.enabled=false", r"needs eval.sampled.enabled=true"),
+    ],
+)
+def test_sampling_study_config_errors_come_before_any_fit(tmp_path, monkeypatch, override, match):
+    """A bad mapping or model parameter used to surface only after every model had been fitted
+    and sampled."""
+    from linrec.errors import ConfigError
+    from linrec.models import MostPopular
+
+    def no_fit(self, *args, **kwargs):
+        raise AssertionError("a model was fitted before the config error")
+
+    monkeypatch.setattr(MostPopular, "fit", no_fit)
+    cfg = compose_config(*STUDY, "+study.models={pop: {name: most_popular}, "
+                                 "ease: {name: ease, lam: 50.0}}", override)
+    with pytest.raises(ConfigError, match=match):
+        run(cfg, run_dir=tmp_path / "run")
+
+
+@pytest.mark.parametrize(("replace", "scheme"), [(True, "binomial"), (False, "hypergeometric")])
+def test_sampling_study_estimators_assume_the_sampling_scheme(tmp_path, monkeypatch, replace,
+                                                               scheme):
+    """eval.sampled.replace=false draws without replacement; the estimators must assume the
+    hypergeometric law (spec §2.2), not the binomial one."""
+    import linrec.eval.sampled_block as block_module
+
+    seen = []
+    real = block_module.estimate_samples
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["scheme"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(block_module, "estimate_samples", spy)
+    cfg = compose_config(*STUDY, "+study.models={pop: {name: most_popular}}",
+                         "eval.sampled.sample_sizes=[20]", "eval.sampled.estimators=[naive,mle]",
+                         f"eval.sampled.replace={str(replace).lower()}")
+    run(cfg, run_dir=tmp_path / "run")
+    assert len(seen) == 2 and set(seen) == {scheme}  # one call for n=20, one for adaptive
+
+
+def test_study_models_get_the_run_seed(tmp_path):
+    """A stochastic model of the study is seeded by the run seed unless the study sets one."""
+    from linrec.studies.common import study_model_config
+
+    assert study_model_config({"name": "ials"}, "ials", seed=7).seed == 7
+    assert study_model_config({"name": "ials", "seed": 3}, "ials", seed=7).seed == 3
+    assert np.isclose(study_model_config({"name": "ease"}, "ease", seed=7).lam, 500.0)

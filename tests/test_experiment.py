@@ -1,0 +1,77 @@
+"""linrec.experiment.run in process: what it checks before the (possibly long) data loading and
+fit, and how a run directory is replaced by the next run into it."""
+
+from __future__ import annotations
+
+import pytest
+
+from linrec.errors import ConfigError
+from linrec.experiment import run
+from tests.test_config import compose_config
+
+SMALL = ["data.source.n_users=400", "data.source.n_items=150", "eval.sampled.repeats=2",
+         "eval.sampled.sample_sizes=[20]", "quiet=true"]
+
+
+@pytest.fixture(autouse=True)
+def _data_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("LINREC_DATA", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        ("eval.sampled.sample_sizes=[1000]", "sample_size=1000"),
+        ("eval.sampled.adaptive.n0=1000", "n0=1000"),
+        ("eval.ks=[500] eval.selection=auc", r"eval.ks=\[500\]: no K <= n_items"),
+    ],
+)
+def test_settings_beyond_the_catalogue_fail_before_the_fit(tmp_path, monkeypatch, override,
+                                                          match):
+    from linrec.models import EASE
+
+    def no_fit(self, *args, **kwargs):
+        raise AssertionError("the model was fitted before the config error")
+
+    monkeypatch.setattr(EASE, "fit", no_fit)
+    with pytest.raises(ConfigError, match=match):
+        run(compose_config(*SMALL, *override.split()), run_dir=tmp_path / "run")
+
+
+def test_model_parameters_are_checked_before_the_data_is_loaded(tmp_path, monkeypatch):
+    """A bad model parameter used to surface only after the (possibly slow) data preparation."""
+    import linrec.data.pipeline as pipeline
+
+    def no_data(cfg):
+        raise AssertionError("the data was prepared before the model config was checked")
+
+    monkeypatch.setattr(pipeline, "prepare_data", no_data)
+    with pytest.raises(ConfigError, match="lam"):
+        run(compose_config(*SMALL, "model.lam=-1"), run_dir=tmp_path / "run")
+
+
+def test_failed_and_successful_runs_replace_each_others_records(tmp_path):
+    from linrec.results import mark_failed
+
+    run_dir = tmp_path / "run"
+    cfg = compose_config(*SMALL, "eval.sampled.enabled=false")
+    run(cfg, run_dir=run_dir)
+    assert (run_dir / "results.json").exists()
+    # a failed rerun into the same directory must not leave the old results behind
+    mark_failed(run_dir, "ConfigError: bad")
+    assert not (run_dir / "results.json").exists()
+    assert (run_dir / "FAILED").read_text() == "ConfigError: bad\n"
+    run(cfg, run_dir=run_dir)  # and a successful rerun clears the marker
+    assert (run_dir / "results.json").exists() and not (run_dir / "FAILED").exists()
+
+
+def test_run_returns_the_validation_selection_metric(tmp_path):
+    import json
+
+    cfg = compose_config(*SMALL, "eval.sampled.enabled=false", "save_model=true")
+    value = run(cfg, run_dir=tmp_path / "run")
+    record = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert value == record["splits"]["valid"]["exact"]["ndcg@100"] == record["selection"]["value"]
+    assert record["config"]["model"] == {"name": "ease", "lam": 500.0, "dtype": "float32",
+                                         "num_threads": 0}
+    assert (tmp_path / "run" / "model.pkl").exists() and (tmp_path / "run" / "ranks.npz").exists()

@@ -1,0 +1,79 @@
+"""linrec.params: the one set of argument checks and the typed-config base."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from linrec.errors import ConfigError
+from linrec.params import (
+    Params,
+    check_bool,
+    check_choice,
+    check_float_dtype,
+    check_int,
+    check_real,
+    check_seed,
+    param,
+)
+
+
+def test_scalar_checks():
+    assert check_int(np.int64(3), "x", ge=1) == 3 and isinstance(check_int(3, "x"), int)
+    assert check_real(2, "x", gt=0) == 2.0 and check_real(-math.inf, "x", finite=False) == -math.inf
+    assert check_bool(np.bool_(True), "x") is True
+    assert check_choice("a", "x", ("a", "b")) == "a"
+    assert check_float_dtype("float32") == np.dtype(np.float32)
+    assert check_seed(0) == 0
+    for call, match in [
+        (lambda: check_int(True, "n"), "n=True is not an integer"),
+        (lambda: check_int(0, "n", ge=1), "n=0 is out of range; allowed: an integer >= 1"),
+        (lambda: check_real(math.nan, "r"), "r=nan is not a finite number"),
+        (lambda: check_real(1.0, "r", ge=0, lt=1), "allowed: a number >= 0 and < 1"),
+        (lambda: check_bool("yes", "f"), "f='yes' is not a flag; allowed: true or false"),
+        (lambda: check_choice("c", "x", ("a", "b")), r"x='c' is not allowed; allowed: \['a'"),
+        (lambda: check_float_dtype("int32"), "dtype='int32' is not allowed"),
+        (lambda: check_seed(-1), "seed=-1 is out of range"),
+    ]:
+        with pytest.raises(ConfigError, match=match):
+            call()
+
+
+@dataclass
+class _Inner(Params):
+    where = "outer.inner"
+    k: int = param(1, ge=1)
+
+
+@dataclass
+class _Outer(Params):
+    where = "outer"
+    ks: tuple[int, ...] = param((1, 2), ge=1)
+    names: list[str] = param(["a"], choices=("a", "b"))
+    rank: int | None = param(None, ge=1)
+    path: str | None = None
+    options: dict = param({"x": 1})
+    inner: _Inner = field(default_factory=_Inner)
+
+
+def test_params_normalise_and_check_every_field():
+    outer = _Outer.from_mapping({"ks": [3, 4], "inner": {"k": 2}, "path": Path("/tmp/x")})
+    assert outer.ks == (3, 4) and outer.inner == _Inner(k=2) and outer.path == "/tmp/x"
+    assert outer.to_dict() == {"ks": [3, 4], "names": ["a"], "rank": None, "path": "/tmp/x",
+                               "options": {"x": 1}, "inner": {"k": 2}}
+    assert _Outer().options is not _Outer().options  # mutable defaults are copied
+    for values, match in [
+        ({"ks": [0]}, "outer.ks=0 is out of range"),
+        ({"names": ["c"]}, "outer.names='c' is not allowed"),
+        ({"rank": 0}, "outer.rank=0 is out of range"),
+        ({"inner": {"k": 0}}, "outer.inner.k=0 is out of range"),
+        ({"inner": {"kk": 0}}, r"outer.inner: unknown field\(s\) \['kk'\]; allowed: \['k'\]"),
+        ({"rnk": 1}, r"outer: unknown field\(s\) \['rnk'\]"),
+        ("x", "outer='x' must be a mapping"),
+    ]:
+        with pytest.raises(ConfigError, match=match):
+            _Outer.from_mapping(values)
