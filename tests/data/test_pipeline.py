@@ -1,5 +1,5 @@
 """prepare_data: config validation, filters + split, stats, the split cache (round trip,
-corruption, atomic writes), the data.path / data.variant shortcuts and dataset names."""
+corruption, atomic writes)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 import linrec.data.pipeline as pipeline
 from linrec.data import sources
-from linrec.data.configs import SOURCE_CONFIGS, DataConfig, SourceConfig
+from linrec.data.configs import SOURCE_CONFIGS, SourceConfig
 from linrec.data.filters import kcore
 from linrec.data.interactions import Interactions, PredefinedSplitData
 from linrec.data.pipeline import cache_path, prepare_data
@@ -314,22 +314,3 @@ def test_cache_key_changes_when_the_source_file_changes(linrec_data_home, tmp_pa
     assert cache_path(shortcut) == cache_path(cfg)
     # the label of the data is not part of the key
     assert cache_path({**cfg, "name": "other"}) == cache_path(cfg)
-
-
-def test_shortcuts_and_dataset_names(tmp_path):
-    """data.path / data.variant replace the source's fields; without data.name the data is named
-    after its source, a LightGCN-format directory after itself."""
-    own = DataConfig.from_mapping({"source": {"name": "lightgcn"},
-                                   "split": {"kind": "predefined"},
-                                   "path": str(tmp_path / "my-shop")})
-    assert own.resolved_source().path == str(tmp_path / "my-shop")
-    assert own.dataset_name() == "lightgcn-my-shop"
-    published = DataConfig.from_mapping({"source": {"name": "lightgcn"},
-                                         "split": {"kind": "predefined"}, "variant": "yelp2018"})
-    assert published.dataset_name() == "lightgcn-yelp2018"
-    movielens = DataConfig.from_mapping({"source": {"name": "movielens"}, "variant": "ml-100k"})
-    assert movielens.resolved_source().variant == "ml-100k"
-    assert movielens.dataset_name() == "movielens-ml-100k"
-    assert DataConfig().dataset_name() == "synthetic"
-    with pytest.raises(ConfigError, match="data.variant='x': source 'synthetic' has no variant"):
-        DataConfig.from_mapping({"variant": "x"})

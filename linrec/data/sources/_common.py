@@ -13,7 +13,7 @@ import pandas as pd
 
 from linrec.data import download as dl
 from linrec.data.interactions import Interactions
-from linrec.errors import ConfigError, DataError, DownloadError
+from linrec.errors import ConfigError, DataError
 
 IdColumn = np.ndarray | pd.Categorical | pd.Series
 
@@ -75,10 +75,11 @@ def with_identity_vocabulary(inter: Interactions, n_users: int, n_items: int) ->
 
 
 def existing_path(path: str | os.PathLike, dataset: str, expected: str) -> Path:
-    """`path` as a Path; DownloadError naming it when it does not exist."""
+    """`path` as a Path; DataError naming it when it does not exist (a local file the user
+    pointed at: nothing to download)."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise DownloadError(
+        raise DataError(
             f"{dataset}: {path} does not exist; data.path must point at {expected}"
         )
     return path

@@ -84,6 +84,8 @@ def read_table(
         _raise_first_bad_line(file, sep, fields, columns, header, reason=str(exc))
     if any(_has_missing(table[name], kind) for name, kind in columns.items()):
         _raise_first_bad_line(file, sep, fields, columns, header, reason="a missing value")
+    if len(table[names[0]]) == 0:
+        raise DataError(f"{file.label}: the file has no data rows")
     return table
 
 

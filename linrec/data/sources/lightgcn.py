@@ -94,6 +94,8 @@ def read_user_lists(path: Path) -> tuple[np.ndarray, np.ndarray, int]:
         raise DataError(
             f"{path}: line {bad_line}: ids must be >= 0: {_line_text(path, bad_line)!r}"
         )
+    if len(numbers) == 0:
+        raise DataError(f"{path}: the file has no data rows")
     starts_line = np.r_[True, line_of_token[1:] != line_of_token[:-1]]
     line_users = numbers[starts_line]
     users = line_users[np.cumsum(starts_line) - 1][~starts_line]

@@ -39,7 +39,7 @@ def test_lightgcn_malformed_and_missing(tmp_path):
     write(tmp_path / "train.txt", "0 1 2\n1 -3\n")
     with pytest.raises(DataError, match=r"train.txt: line 2: ids must be >= 0"):
         lightgcn.read(tmp_path)
-    with pytest.raises(DownloadError, match=str(tmp_path / "empty")):
+    with pytest.raises(DataError, match=str(tmp_path / "empty")):
         lightgcn.read(tmp_path / "empty")
     with pytest.raises(DownloadError) as info:
         lightgcn.load(variant="yelp2018", cache_dir=tmp_path)

@@ -96,7 +96,7 @@ def test_movielens_missing_in_cache_says_where_to_put_it(tmp_path):
 
 
 def test_movielens_missing_path_and_unknown_variant(tmp_path):
-    with pytest.raises(DownloadError, match=str(tmp_path / "nope.dat")):
+    with pytest.raises(DataError, match=str(tmp_path / "nope.dat")):
         movielens.load(path=tmp_path / "nope.dat")
     with pytest.raises(ConfigError, match="allowed: ml-100k, ml-1m"):
         movielens.load(variant="ml-2m")

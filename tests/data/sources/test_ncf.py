@@ -64,7 +64,7 @@ def test_ncf_errors(tmp_path):
     with pytest.raises(DataError, match=f"^{negative}: line 2: expected 4 fields"):
         ncf.read(tmp_path, name="ml-1m")
     (tmp_path / "ml-1m.test.rating").unlink()
-    with pytest.raises(DownloadError, match=str(tmp_path / "ml-1m.test.rating")):
+    with pytest.raises(DataError, match=str(tmp_path / "ml-1m.test.rating")):
         ncf.read(tmp_path / "ml-1m")
 
 

@@ -39,3 +39,30 @@ def test_load_source_passes_parameters(tmp_path):
     assert inter.n_users == 40
     data = load_source("movielens", path=write(tmp_path / "u.data", u_data()))
     assert decoded(data) == expected_pairs(RATINGS)
+
+
+@pytest.mark.parametrize("name, files, path", [
+    ("movielens", {"u.data": ""}, "u.data"),
+    ("lightgcn", {"train.txt": "", "test.txt": ""}, "."),
+    ("msd", {"train_triplets.txt": ""}, "train_triplets.txt"),
+    ("tabular", {"events.csv": "user,item\n"}, "events.csv"),
+    ("ncf", {"x.train.rating": "", "x.test.rating": "", "x.test.negative": ""}, "."),
+])
+def test_an_empty_file_is_named_in_the_error(tmp_path, name, files, path):
+    """An empty input used to say "ml-100k: no interactions" (or crash with an IndexError for
+    LightGCN) without naming the file."""
+    from linrec.errors import DataError
+
+    for file, text in files.items():
+        write(tmp_path / file, text)
+    params = {"variant": "ml-100k"} if name == "movielens" else {}
+    with pytest.raises(DataError, match=str(tmp_path)):
+        load_source(name, path=str(tmp_path / path), **params)
+
+
+def test_a_missing_local_file_is_a_data_error_not_a_download_error(tmp_path):
+    from linrec.errors import DataError, DownloadError
+
+    with pytest.raises(DataError, match="does not exist; data.path must point at") as info:
+        load_source("movielens", path=str(tmp_path / "nope" / "ratings.dat"))
+    assert not isinstance(info.value, DownloadError)
