@@ -20,7 +20,6 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from linrec.data.splits import EvalSet
-from linrec.hardware import cpu_cores
 from linrec.eval._checks import check_sample_size
 from linrec.eval.configs import SampledConfig
 from linrec.eval.estimators import ADAPTIVE_ESTIMATORS, estimate, estimate_repeats
@@ -36,6 +35,7 @@ from linrec.eval.simulate import (
     simulate_adaptive_ranks,
     simulate_sampled_ranks,
 )
+from linrec.hardware import cpu_cores
 
 #: estimators whose prior is the MLE / MES of the same sampled ranks (per-run prior)
 PRIOR_VARIANTS = ("bv_mle", "mn_mle", "bv_mes", "mn_mes")

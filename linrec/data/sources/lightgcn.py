@@ -13,7 +13,6 @@ from linrec.data.download import RemoteFile
 from linrec.data.interactions import PredefinedSplitData
 from linrec.data.sources._common import (
     build_interactions,
-    check_variant,
     existing_path,
     locate_variant,
     with_identity_vocabulary,
@@ -55,7 +54,6 @@ def load(
     if path is not None:
         return read(path, name=variant or Path(path).expanduser().name)
     variant = variant or "gowalla"
-    check_variant(URLS, variant, "LightGCN")
     files = locate_variant(
         URLS, variant, source="LightGCN", download=download, cache_dir=cache_dir,
         override_hint=f"linrec data=lightgcn data.variant={variant} "

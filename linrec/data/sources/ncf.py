@@ -15,7 +15,6 @@ from linrec.data.download import RemoteFile
 from linrec.data.interactions import PredefinedSplitData
 from linrec.data.sources._common import (
     build_interactions,
-    check_variant,
     existing_path,
     locate_variant,
     with_identity_vocabulary,
@@ -70,7 +69,6 @@ def load(
     if path is not None:
         return read(path, name=variant)
     variant = variant or "ml-1m"
-    check_variant(URLS, variant, "NCF")
     files = locate_variant(
         URLS, variant, source="NCF", download=download, cache_dir=cache_dir,
         override_hint=f"linrec data=ncf data.variant={variant} "

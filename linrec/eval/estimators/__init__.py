@@ -15,5 +15,5 @@ from linrec.eval.estimators.registry import (
 )
 from linrec.eval.estimators.result import EstimateResult
 
-__all__ = ["ADAPTIVE_ESTIMATORS", "BATCHED", "ESTIMATORS", "FIXED_SIZE_ESTIMATORS", "EstimateResult",
-           "estimate", "estimate_repeats", "pooled_prior"]
+__all__ = ["ADAPTIVE_ESTIMATORS", "BATCHED", "ESTIMATORS", "FIXED_SIZE_ESTIMATORS",
+           "EstimateResult", "estimate", "estimate_repeats", "pooled_prior"]
