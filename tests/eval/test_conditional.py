@@ -93,3 +93,9 @@ def test_bad_sizes_raise_config_error(args):
 def test_dense_memory_budget():
     with pytest.raises(MemoryBudgetError, match="conditional_band"):
         conditional_matrix(200_000, 1000)
+
+
+def test_binomial_pmf_used_by_estimators_matches_scipy():
+    # the estimators see P(r|R) only through conditional_operator; spot-check one row
+    row = conditional_operator(400, 20)[123]
+    np.testing.assert_allclose(row, stats.binom.pmf(np.arange(20), 19, 123 / 399), rtol=1e-10)

@@ -1,11 +1,11 @@
-"""spectral_profile (spec/linear_models.md §4) and its Figure 11 plot."""
+"""spectral_profile (spec/linear_models.md §4): the per-component shrinkage of any item-item
+model (the plot is tested in tests/test_plots.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from matplotlib.figure import Figure
 
 from linrec.errors import ConfigError
 from linrec.models.profile import spectral_profile
@@ -16,7 +16,6 @@ from linrec.models.spectral import (
     Ridge,
     compute_spectrum,
 )
-from linrec.plots import plot_spectral_profile
 
 TOL = 1e-10
 N_ITEMS = 30
@@ -138,31 +137,3 @@ def test_profile_errors(train):
         spectral_profile(_DenseItemModel(w), spectrum)
     with pytest.raises(ConfigError, match="not a fitted spectral"):
         spectral_profile(PureSVD(rank=3))
-
-
-def test_plot_spectral_profile_writes_atomically(tmp_path, train):
-    spectrum = compute_spectrum(train)
-    profiles = {
-        "LRR": spectral_profile(LRR(rank=20, lam=30.0).fit(train)),
-        "MF": spectral_profile(ClosedFormMF(rank=20, lam=3.0).fit(train)),
-    }
-    path = tmp_path / "fig" / "profile.png"
-    fig = plot_spectral_profile(profiles, path=path)
-    assert isinstance(fig, Figure)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert sorted(p.name for p in path.parent.iterdir()) == ["profile.png"]
-    ax = fig.axes[0]
-    assert [line.get_label() for line in ax.get_lines()] == ["LRR", "MF"]
-    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), profiles["MF"])
-    shrunk = plot_spectral_profile(profiles, spectrum.singular_values, quantity="shrunk")
-    lines = shrunk.axes[0].get_lines()
-    assert len(lines) == 3
-    np.testing.assert_allclose(lines[1].get_ydata(), profiles["LRR"] * spectrum.singular_values)
-
-
-@pytest.mark.parametrize("kwargs", [{"quantity": "log"}, {"quantity": "shrunk"},
-                                    {"profiles": {}}])
-def test_plot_spectral_profile_bad_input(kwargs):
-    args = {"profiles": {"a": np.ones(3)}} | kwargs
-    with pytest.raises(ConfigError):
-        plot_spectral_profile(**args)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from linrec.experiment import run
@@ -111,12 +110,3 @@ def test_sampling_study_estimators_assume_the_sampling_scheme(tmp_path, monkeypa
                          f"eval.sampled.replace={str(replace).lower()}")
     run(cfg, run_dir=tmp_path / "run")
     assert len(seen) == 2 and set(seen) == {scheme}  # one call for n=20, one for adaptive
-
-
-def test_study_models_get_the_run_seed(tmp_path):
-    """A stochastic model of the study is seeded by the run seed unless the study sets one."""
-    from linrec.studies.common import study_model_config
-
-    assert study_model_config({"name": "ials"}, "ials", seed=7).seed == 7
-    assert study_model_config({"name": "ials", "seed": 3}, "ials", seed=7).seed == 3
-    assert np.isclose(study_model_config({"name": "ease"}, "ease", seed=7).lam, 500.0)

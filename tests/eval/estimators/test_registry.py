@@ -1,4 +1,6 @@
-"""estimate_repeats: the batched EM over several samples equals one-sample estimates."""
+"""The estimator registry: `estimate` rejects bad parameters by name and, for every fixed-size
+estimator, heterogeneous sample sizes; `estimate_repeats`, the batched EM over several samples,
+equals one-sample estimates."""
 
 from __future__ import annotations
 
@@ -6,8 +8,37 @@ import numpy as np
 import pytest
 
 from linrec.errors import ConfigError
-from linrec.eval.estimators import estimate, estimate_repeats
+from linrec.eval.estimators import ESTIMATORS, estimate, estimate_repeats
 from linrec.eval.simulate import simulate_adaptive_ranks, simulate_sampled_ranks
+from tests.eval.estimators.conftest import draw
+
+
+@pytest.mark.parametrize(
+    "name,kwargs,match",
+    [
+        ("nope", {}, "unknown estimator 'nope'; choose one of"),
+        ("bv", {"gamma": 0.0}, r"gamma=0.0 must be in \(0, 1\]"),
+        ("bv", {"gamma": 1.5}, r"gamma=1.5 must be in \(0, 1\]"),
+        ("bv", {"gama": 0.1}, r"no parameter\(s\) \['gama'\]"),
+        ("mn", {"prior": np.ones(7)}, "prior must have length n_items=400"),
+        ("bv", {"prior": "beta"}, "prior source 'beta'"),
+        ("bv_mle", {"prior": "pooled"}, "prior_runs"),
+        ("mes", {"fit_scale": "N"}, "fit_scale='N'"),
+        ("mle", {"n_iter": -1}, "n_iter=-1"),
+    ],
+)
+def test_bad_parameters_raise_config_error(name, kwargs, match):
+    _, sampled = draw(400, 20, 300, seed=1)
+    with pytest.raises(ConfigError, match=match):
+        estimate(name, sampled, n_items=400, sample_size=20, **kwargs)
+
+
+@pytest.mark.parametrize("name", [n for n in ESTIMATORS if n != "adaptive_mle"])
+def test_fixed_size_estimators_reject_heterogeneous_sizes(name):
+    sizes = np.array([20, 20, 40, 40])
+    with pytest.raises(ConfigError, match="one common sample_size"):
+        estimate(name, np.array([1, 2, 3, 4]), n_items=400, sample_size=sizes)
+
 
 N_ITEMS = 800
 

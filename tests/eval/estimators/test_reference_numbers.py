@@ -7,7 +7,7 @@ K = 1..50. Fixed-n rows at ±20 % relative of the spec's means. The adaptive and
 3 repeats instead of 10 (runtime): the spec's repeat std is <= 7 % of each fixed-n mean, so the
 3-repeat mean is well inside ±20 %. The MLE/MES prior of BV_X/MN_X is the same run's estimate
 (per-run prior), passed as an array so that each is computed once per repeat; MES uses the dual
-Newton solver (tests/eval/test_estimators_rankdist.py checks it against cvxpy/CLARABEL).
+Newton solver (tests/eval/estimators/test_em.py checks it against cvxpy/CLARABEL).
 """
 
 import numpy as np

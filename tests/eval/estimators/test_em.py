@@ -1,0 +1,155 @@
+"""MLE by EM, weighted MLE and MES (spec/evaluation.md §6, §14.1 V14): the MLE equals a per-user
+EM, its log-likelihood never decreases and it matches the moments at convergence, the tolerance
+stops it early; the weighted MLE is the MLE of the reweighted histogram; MES by its dual against
+cvxpy, its KKT conditions and limits, and the solver choice and fallback."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from linrec.errors import ConfigError
+from linrec.eval.conditional import conditional_matrix
+from linrec.eval.estimators import estimate
+from linrec.eval.estimators.em import mes
+from tests.eval.estimators.conftest import draw, per_user_em, power_law
+
+N_ITEMS, SAMPLE_SIZE = 400, 30
+
+
+def test_mle_equals_per_user_em():
+    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 700, seed=0)
+    result = estimate("mle", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE, n_iter=40)
+    reference = per_user_em(sampled, np.full(len(sampled), SAMPLE_SIZE), N_ITEMS, 40)
+    np.testing.assert_allclose(result.p_hat, reference, rtol=1e-9, atol=1e-15)
+    assert result.iterations == 40 and result.params == {"init": "uniform", "tol": None}
+
+
+def test_v14_em_log_likelihood_non_decreasing_and_matches_definition():
+    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 2000, seed=1)
+    result = estimate("mle", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE, n_iter=200)
+    trace = result.log_likelihood
+    assert len(trace) == 201 and np.all(np.diff(trace) >= -1e-14)
+    # the last entry is the average log-likelihood of the returned p_hat, (1/M) Σ_u log p(r_u|Π)
+    cond = conditional_matrix(N_ITEMS, SAMPLE_SIZE)
+    assert trace[-1] == pytest.approx(np.mean(np.log((result.p_hat @ cond)[sampled - 1])),
+                                      abs=1e-12)
+
+
+def test_v14_moment_matching_at_convergence():
+    # spec §6.5: with M → ∞ (the histogram equals Aᵀπ_true) the implied P(r) fits P~; EM
+    # converges sublinearly here (the MLE is a flat set, spec §6.2), so a small N and many steps
+    n_items, sample_size = 60, 30
+    cond = conditional_matrix(n_items, sample_size)
+    counts = np.round(power_law(n_items) @ cond * 1e6).astype(np.int64)
+    sampled = np.repeat(np.arange(1, sample_size + 1), counts)
+    histogram = counts / counts.sum()
+    result = estimate("mle", sampled, n_items=n_items, sample_size=sample_size, n_iter=20000)
+    np.testing.assert_allclose(result.p_hat @ cond, histogram, atol=1e-6)
+    assert np.all(np.diff(result.log_likelihood) >= -1e-14)
+    # and recall at large K is accurate (spec §6.5)
+    true_recall = np.cumsum(power_law(n_items))
+    np.testing.assert_allclose(result.curve("recall", 60)[20:], true_recall[20:], atol=5e-3)
+
+
+def test_em_tolerance_stops_early():
+    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 2000, seed=2)
+    result = estimate("mle", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE, n_iter=5000,
+                      tol=1e-6)
+    assert result.iterations < 5000 and len(result.log_likelihood) == result.iterations + 1
+    assert result.log_likelihood[-1] - result.log_likelihood[-2] < 1e-6 * abs(
+        result.log_likelihood[-1])
+
+
+def test_weighted_mle_is_mle_of_reweighted_histogram():
+    # spec §6.3: π_new = Σ_r w(r)P~(r) φ(R|r) / Σ_r w(r)P~(r), written out per sampled rank
+    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 1500, seed=3)
+    scale = 4.0
+    result = estimate("weighted_mle", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE,
+                      weights="ndcg", weight_scale=scale, n_iter=30)
+    cond = conditional_matrix(N_ITEMS, SAMPLE_SIZE)
+    hist = np.bincount(sampled - 1, minlength=SAMPLE_SIZE) / len(sampled)
+    w = 1.0 / np.log2(1.0 + np.arange(1, SAMPLE_SIZE + 1) / scale)
+    pi = np.full(N_ITEMS, 1.0 / N_ITEMS)
+    for _ in range(30):
+        post = pi[:, None] * cond / (pi @ cond)[None, :]
+        pi = post @ (w * hist) / (w * hist).sum()
+    np.testing.assert_allclose(result.p_hat, pi, rtol=1e-10, atol=1e-16)
+    ap = estimate("weighted_mle", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE,
+                  weights=lambda r: 1 / (1 + (r - 1) / 10), n_iter=30)
+    ap_named = estimate("weighted_mle", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE,
+                        weights="ap", weight_scale=10, n_iter=30)
+    np.testing.assert_allclose(ap.p_hat, ap_named.p_hat, rtol=1e-13)
+
+
+def _mes_objective(pi, cond, hist, scale, eta):
+    y = pi @ cond
+    entropy = -np.sum(pi * np.log(np.maximum(pi, 1e-300)))
+    return scale * np.sum(hist * (y - hist) ** 2) - eta * entropy
+
+
+@pytest.mark.parametrize("fit_scale,eta", [("n", 0.01), ("M", 0.001), (100.0, 1e-4)])
+def test_mes_dual_matches_cvxpy(fit_scale, eta):
+    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 3000, seed=4)
+    kwargs = {"n_items": N_ITEMS, "sample_size": SAMPLE_SIZE, "fit_scale": fit_scale,
+              "entropy_weight": eta}
+    dual = estimate("mes", sampled, solver="dual", **kwargs)
+    ref = estimate("mes", sampled, solver="clarabel", **kwargs)
+    assert dual.solver == "dual-newton" and ref.solver.startswith("cvxpy/CLARABEL")
+    scale = {"n": SAMPLE_SIZE, "M": 3000}.get(fit_scale, fit_scale)
+    assert dual.params["fit_scale_value"] == scale
+    cond = conditional_matrix(N_ITEMS, SAMPLE_SIZE)
+    hist = np.bincount(sampled - 1, minlength=SAMPLE_SIZE) / len(sampled)
+    # the dual optimum is at least as good as the conic solver's (accurate to ~1e-6 here), and
+    # the two agree in the implied P(r) and, to the conic solver's accuracy, in π
+    f_dual = _mes_objective(dual.p_hat, cond, hist, scale, eta)
+    assert f_dual <= _mes_objective(ref.p_hat, cond, hist, scale, eta) + 1e-12
+    np.testing.assert_allclose(dual.p_hat @ cond, ref.p_hat @ cond, atol=5e-6)
+    np.testing.assert_allclose(dual.p_hat, ref.p_hat, atol=1e-4)
+    # simplex feasibility (spec §6.4)
+    assert dual.p_hat.min() > 0 and abs(dual.p_hat.sum() - 1) < 1e-12
+
+
+def test_mes_kkt_and_limits():
+    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 3000, seed=5)
+    cond = conditional_matrix(N_ITEMS, SAMPLE_SIZE)
+    hist = np.bincount(sampled - 1, minlength=SAMPLE_SIZE) / len(sampled)
+    scale, eta = 100.0, 0.01
+    pi, _, _ = mes(cond, hist, scale, eta, solver="dual")
+    # KKT on the simplex interior: ∂f/∂π_R is the same constant for every R
+    grad = cond @ (2 * scale * hist * (pi @ cond - hist)) + eta * (np.log(pi) + 1)
+    assert np.ptp(grad) < 1e-8
+    # η → ∞: uniform; η → 0: the implied P(r) fits a histogram that some π produces (§6.4)
+    big, _, _ = mes(cond, hist, scale, 1e6, solver="dual")
+    np.testing.assert_allclose(big, 1.0 / N_ITEMS, rtol=1e-4)
+    reachable = power_law(N_ITEMS, 0.6) @ cond
+    fits = [np.abs(mes(cond, reachable, scale, eta, solver="dual")[0] @ cond - reachable).max()
+            for eta in (1e-3, 1e-5, 1e-7)]
+    assert fits[0] > fits[1] > fits[2] and fits[2] < 1e-5
+
+
+def test_mes_bad_solver():
+    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 100, seed=5)
+    with pytest.raises(ConfigError, match="solver='mosek'"):
+        estimate("mes", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE, solver="mosek")
+
+
+def test_mes_auto_uses_dual_and_falls_back_to_cvxpy(monkeypatch):
+    from linrec.eval.estimators import em as rankdist
+
+    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 500, seed=8)
+    kwargs = {"n_items": N_ITEMS, "sample_size": SAMPLE_SIZE}
+    auto = estimate("mes", sampled, **kwargs)
+    assert auto.solver == "dual-newton"
+    np.testing.assert_array_equal(auto.p_hat, estimate("mes", sampled, solver="dual",
+                                                       **kwargs).p_hat)
+
+    def stall(*args, **kwargs):
+        raise ArithmeticError("stalled")
+
+    monkeypatch.setattr(rankdist, "_mes_dual", stall)
+    fallback = estimate("mes", sampled, **kwargs)
+    assert fallback.solver.startswith("cvxpy/CLARABEL") and fallback.solver.endswith("stalled)")
+    np.testing.assert_allclose(fallback.p_hat, auto.p_hat, atol=1e-4)
+    with pytest.raises(ArithmeticError):
+        estimate("mes", sampled, solver="dual", **kwargs)
