@@ -215,7 +215,8 @@ class ClosedFormMFConfig(ModelConfig):
     name: str = "mf_closed"
     rank: int | None = _rank("k; published 1000 (ML-20M, Netflix); null: "
                              "min(1000, n_items // 20)")
-    lam: float = param(50.0, ge=0, doc="λ′; published 50 (ML-20M), 100 (Netflix)")
+    lam: float | None = param(None, ge=0, doc="λ′; published 50 (ML-20M), 100 (Netflix); null: "
+                                              "σ_k, the singular value at the rank cut")
     dtype: str = _dtype("float64")
 
 

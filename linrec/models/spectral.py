@@ -346,7 +346,10 @@ class ClosedFormMF(SpectralFilterModel):
     X_all = [X_train; X_val_foldin; X_test_foldin]; for any user u present in X_all,
     x_u W_MF = (PQᵀ)_u exactly, so the same W-based `score(foldin)` serves both protocols.
     `factors(X)` returns the balanced split P = U_k diag(√(σ−λ′)₊), Q = V_k diag(√(σ−λ′)₊).
-    Hyper-parameters: rank k (1000), lam λ′ (ML-20M 50, Netflix 100).
+    Hyper-parameters: rank k (1000), lam λ′ (ML-20M 50, Netflix 100). λ′ is in the units of σ, so
+    a fixed value suits one dataset only; lam=None takes λ′ = σ_k, the singular value at the rank
+    cut (f tapers to 0 at k). On ML-20M Tables 14/15 put the published λ′ = 50 between σ_512 and
+    σ_1000; on a 1 683-item Gowalla subset (σ_1 = 25) λ′ = 50 removes every component.
     """
 
     config_class = ClosedFormMFConfig
@@ -354,10 +357,12 @@ class ClosedFormMF(SpectralFilterModel):
     def filter(self, spectrum: Spectrum) -> np.ndarray:
         """f_i = max(0, 1 − λ′/σ_i) for i < k; 0 where σ_i = 0 < λ′ (eq. 74 + clipping)."""
         sigma = spectrum.singular_values[: self._components(spectrum)]
-        if self.lam == 0.0:
+        lam = float(sigma[-1]) if self.lam is None and sigma.size else (self.lam or 0.0)
+        self.lam_ = lam
+        if lam == 0.0:
             return np.ones_like(sigma)
         with np.errstate(divide="ignore"):
-            return np.maximum(0.0, 1.0 - self.lam / sigma)
+            return np.maximum(0.0, 1.0 - lam / sigma)
 
     def factors(self, train: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
         """Balanced factors (P (n_users x k_eff), Q (n_items x k_eff)) of the fitted model for

@@ -537,3 +537,15 @@ def test_mf_threshold_above_every_singular_value_scores_zero(train, foldin):
     spectrum = compute_spectrum(train)
     [(_, scorer)] = spectral_grid("mf_closed", spectrum, {"lam": [2 * sigma_max]}, rank=10)
     np.testing.assert_array_equal(scorer.score(foldin), np.zeros((25, N_ITEMS)))
+
+
+def test_mf_lambda_defaults_to_the_singular_value_at_the_rank_cut(train):
+    """λ′ is in the units of σ: the default takes σ_k (a fixed λ′ = 50, published for ML-20M,
+    removes every component of a small catalogue)."""
+    sigma = compute_spectrum(train).singular_values
+    auto = ClosedFormMF(rank=10).fit(train)
+    explicit = ClosedFormMF(rank=10, lam=float(sigma[9])).fit(train)
+    assert auto.lam is None and auto.lam_ == pytest.approx(sigma[9])
+    np.testing.assert_allclose(auto.filter_, explicit.filter_, rtol=1e-12)
+    np.testing.assert_allclose(auto.filter_, 1.0 - sigma[9] / sigma[:auto.filter_.size])
+    assert auto.filter_.size == 9  # f_k = 0: the taper ends at the cut
