@@ -59,10 +59,9 @@ class SampledConfig(Params):
         if self.method == "simulate" and self.pool != "all_but_target":
             raise ConfigError(f"eval.sampled.method=simulate draws from the law of pool "
                               f"all_but_target; got pool={self.pool!r}")
-        if self.pool == "given" and (len(self.sample_sizes) != 1 or self.adaptive.estimators):
+        if self.pool == "given" and len(self.sample_sizes) != 1:
             raise ConfigError("eval.sampled.pool=given has one fixed sample set per user (the "
-                              "dataset's negatives): use one sample size and "
-                              "eval.sampled.adaptive.estimators=[]")
+                              "dataset's negatives): give one sample size, e.g. [100]")
 
     def settings(self) -> list[str]:
         """Labels of the sampled settings: 'n=<size>' per sample size, then 'adaptive'."""

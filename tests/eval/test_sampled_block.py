@@ -260,9 +260,11 @@ def test_given_negatives_pool_is_hypergeometric_over_the_mean_pool(setup) -> Non
     excluded = (evalset.foldin + evalset.targets).toarray() > 0
     negatives = np.stack([rng.choice(np.flatnonzero(~row), 7, replace=False) for row in excluded])
     given = EvalSet(evalset.users, evalset.foldin, evalset.targets, negatives)
-    cfg = _config(pool="given", repeats=1, estimators=("mle",), adaptive=())
+    cfg = _config(pool="given", repeats=1, estimators=("mle",))
     sampled, blocks = _run(cfg, given, model)
     block = blocks["n=8"]
+    # the adaptive setting is simulated over the same approximate catalogue
+    assert blocks["adaptive"]["protocol"]["n_items"] == block["protocol"]["n_items"]
     _, n_candidates, _ = _brute_force_order(given, model.scores)
     protocol = block["protocol"]
     assert protocol["n_items_approximate"] is True
