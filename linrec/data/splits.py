@@ -20,6 +20,7 @@ import scipy.sparse as sp
 
 from linrec.data.interactions import Interactions, PredefinedSplitData
 from linrec.errors import ConfigError, DataError
+from linrec.params import check_bool, check_choice, check_int, check_real, check_seed
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +86,9 @@ def leave_one_out(
     row plus the validation item when `test_foldin_includes_valid` (default: the validation item
     is known at test time, so it is input and masked, not a candidate).
     """
-    _check_order(order, ("random", "latest"), "leave_one_out")
-    _check_bool("split.valid", valid)
-    _check_bool("split.test_foldin_includes_valid", test_foldin_includes_valid)
+    check_choice(order, "split.order", ("random", "latest"))
+    check_bool(valid, "split.valid")
+    check_bool(test_foldin_includes_valid, "split.test_foldin_includes_valid")
     counts = np.bincount(inter.users, minlength=inter.n_users)
     eligible = counts >= (3 if valid else 2)
     n_test = eligible.astype(np.int64)
@@ -114,10 +115,10 @@ def holdout(
     order="temporal" holds out the latest n_test items for test and the n_valid before them for
     validation. Fold-in rules as in `leave_one_out`.
     """
-    _check_order(order, ("random", "temporal"), "holdout")
-    _check_bool("split.test_foldin_includes_valid", test_foldin_includes_valid)
-    _check_fraction("split.test_fraction", test_fraction, allow_zero=False)
-    _check_fraction("split.valid_fraction", valid_fraction, allow_zero=True)
+    check_choice(order, "split.order", ("random", "temporal"))
+    check_bool(test_foldin_includes_valid, "split.test_foldin_includes_valid")
+    check_real(test_fraction, "split.test_fraction", gt=0, lt=1)
+    check_real(valid_fraction, "split.valid_fraction", ge=0, lt=1)
     if test_fraction + valid_fraction >= 1:
         raise ConfigError(
             f"split.test_fraction + split.valid_fraction must be < 1, got "
@@ -159,18 +160,14 @@ def strong_generalization(
     it loops over held-out users in Python (about 1 s per 20k users), the one exception to the
     vectorised rule, kept for exact replication.
     """
-    for field_name, value, low in (("split.n_valid_users", n_valid_users, 0),
-                                   ("split.n_test_users", n_test_users, 1),
-                                   ("split.min_heldout_items", min_heldout_items, 1)):
-        _check_int(field_name, value, low)
-    _check_fraction("split.test_prop", test_prop, allow_zero=False)
-    if rng_stream not in ("generator", "vae_cf_notebook"):
-        raise ConfigError(
-            f"split.rng_stream must be 'generator' or 'vae_cf_notebook', got {rng_stream!r}"
-        )
+    check_int(n_valid_users, "split.n_valid_users", ge=0)
+    check_int(n_test_users, "split.n_test_users", ge=1)
+    check_int(min_heldout_items, "split.min_heldout_items", ge=1)
+    check_real(test_prop, "split.test_prop", gt=0, lt=1)
+    check_choice(rng_stream, "split.rng_stream", ("generator", "vae_cf_notebook"))
     notebook = rng_stream == "vae_cf_notebook"
     if notebook:
-        _check_int("split.seed", seed, 0)  # RandomState needs the integer seed itself
+        check_seed(seed, "split.seed")  # RandomState needs the integer seed itself
     n_train_users = inter.n_users - n_valid_users - n_test_users
     if n_train_users < 1:
         raise ConfigError(
@@ -232,8 +229,8 @@ def predefined(
     `test_foldin_includes_valid`, stay in the test fold-in. `test_negatives` become
     `test.negatives`, aligned to `test.users` (one negatives row per test user required).
     """
-    _check_fraction("split.valid_fraction", valid_fraction, allow_zero=True)
-    _check_bool("split.test_foldin_includes_valid", test_foldin_includes_valid)
+    check_real(valid_fraction, "split.valid_fraction", ge=0, lt=1)
+    check_bool(test_foldin_includes_valid, "split.test_foldin_includes_valid")
     train_users, train_items = _raw_int_ids(data.train, "train")
     test_users, test_items = _raw_int_ids(data.test, "test")
     n_users = int(max(train_users.max(), test_users.max())) + 1
@@ -464,26 +461,3 @@ def _align_negatives(data: PredefinedSplitData, users: np.ndarray, n_items: int)
     if (rows < 0).any():
         raise DataError(f"{data.name}: test user {int(users[rows < 0][0])} has no negatives row")
     return negatives[rows].astype(np.int64)
-
-
-def _check_order(order: str, allowed: tuple[str, ...], protocol: str) -> None:
-    if order not in allowed:
-        raise ConfigError(f"{protocol}: split.order must be one of {list(allowed)}, got {order!r}")
-
-
-def _check_fraction(field_name: str, value: float, allow_zero: bool) -> None:
-    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    low_ok = is_number and (value >= 0 if allow_zero else value > 0)
-    if not (low_ok and value < 1):
-        interval = "[0, 1)" if allow_zero else "(0, 1)"
-        raise ConfigError(f"{field_name} must be in {interval}, got {value!r}")
-
-
-def _check_bool(field_name: str, value: bool) -> None:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ConfigError(f"{field_name} must be true or false, got {value!r}")
-
-
-def _check_int(field_name: str, value: int, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ConfigError(f"{field_name} must be an integer >= {low}, got {value!r}")

@@ -11,12 +11,10 @@ Sampling without replacement is the Gumbel-top-k trick: the k_u largest log w_ui
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from linrec.data.interactions import Interactions
-from linrec.errors import ConfigError
+from linrec.params import check_int, check_real, check_seed
 
 _BLOCK_USERS = 512
 _TIME_START = 1_500_000_000  # Unix seconds (2017-07-14)
@@ -38,17 +36,18 @@ def load(
     """Generate the dataset (see the module docstring). Timestamps are seeded uniform times over
     three years; values are None (implicit feedback). max_user_interactions defaults to
     n_items // 4. Items never picked drop out of the vocabulary."""
-    _check_types({"n_users": n_users, "n_items": n_items, "rank": rank, "seed": seed,
-                  "min_user_interactions": min_user_interactions,
-                  "max_user_interactions": max_user_interactions},
-                 {"mean_user_interactions": mean_user_interactions,
-                  "activity_sigma": activity_sigma, "popularity_exponent": popularity_exponent,
-                  "preference_strength": preference_strength})
-    if seed < 0:
-        raise ConfigError(f"data.source.seed={seed} is out of range; allowed: >= 0")
-    max_user_interactions = max_user_interactions or max(min_user_interactions, n_items // 4)
-    _check(n_users, n_items, rank, mean_user_interactions, activity_sigma,
-           min_user_interactions, max_user_interactions)
+    for field, value in (("n_users", n_users), ("n_items", n_items), ("rank", rank)):
+        check_int(value, f"data.source.{field}", ge=2 if field == "n_items" else 1)
+    check_seed(seed, "data.source.seed")
+    check_real(mean_user_interactions, "data.source.mean_user_interactions", gt=0)
+    check_real(activity_sigma, "data.source.activity_sigma", ge=0)
+    check_real(popularity_exponent, "data.source.popularity_exponent")
+    check_real(preference_strength, "data.source.preference_strength")
+    check_int(min_user_interactions, "data.source.min_user_interactions", ge=1, le=n_items)
+    if max_user_interactions is None:
+        max_user_interactions = max(min_user_interactions, n_items // 4)
+    check_int(max_user_interactions, "data.source.max_user_interactions",
+              ge=min_user_interactions, le=n_items)
     rng = np.random.default_rng(seed)
     counts = _user_activity(rng, n_users, mean_user_interactions, activity_sigma,
                             min_user_interactions, max_user_interactions)
@@ -100,33 +99,3 @@ def _gumbel_top_k(
     return top[keep].astype(np.int64), rows[keep].astype(np.int64)
 
 
-def _check_types(integers: dict[str, Any], numbers: dict[str, Any]) -> None:
-    """ConfigError unless every `integers` value is an int (max_user_interactions may be None)
-    and every `numbers` value a finite int or float (bools are neither)."""
-    for field, value in integers.items():
-        if field == "max_user_interactions" and value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise ConfigError(f"data.source.{field}={value!r} must be an integer")
-    for field, value in numbers.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not np.isfinite(value):
-            raise ConfigError(f"data.source.{field}={value!r} must be a finite number")
-
-
-def _check(
-    n_users: int, n_items: int, rank: int, mean: float, sigma: float, low: int, high: int
-) -> None:
-    rules = [
-        ("n_users", n_users, n_users >= 1, ">= 1"),
-        ("n_items", n_items, n_items >= 2, ">= 2"),
-        ("rank", rank, rank >= 1, ">= 1"),
-        ("mean_user_interactions", mean, mean > 0, "> 0"),
-        ("activity_sigma", sigma, sigma >= 0, ">= 0"),
-        ("min_user_interactions", low, 1 <= low <= n_items, f"in [1, n_items={n_items}]"),
-        ("max_user_interactions", high, low <= high <= n_items,
-         f"in [min_user_interactions={low}, n_items={n_items}]"),
-    ]
-    for field, value, ok, allowed in rules:
-        if not ok:
-            raise ConfigError(f"data.source.{field}={value!r} is out of range; allowed: {allowed}")

@@ -91,13 +91,13 @@ def test_synthetic_rejects_bad_parameters():
 @pytest.mark.parametrize(
     ("params", "match"),
     [  # these were TypeError/ValueError tracebacks from a command-line typo
-        ({"n_users": "abc"}, r"data.source.n_users='abc' must be an integer"),
-        ({"rank": 2.5}, r"data.source.rank=2.5 must be an integer"),
-        ({"seed": "x"}, r"data.source.seed='x' must be an integer"),
+        ({"n_users": "abc"}, r"data.source.n_users='abc' is not an integer"),
+        ({"rank": 2.5}, r"data.source.rank=2.5 is not an integer"),
+        ({"seed": "x"}, r"data.source.seed='x' is not an integer"),
         ({"seed": -1}, r"data.source.seed=-1 is out of range"),
-        ({"max_user_interactions": "abc"}, r"data.source.max_user_interactions='abc' must be"),
-        ({"mean_user_interactions": "abc"}, r"mean_user_interactions='abc' must be a finite"),
-        ({"preference_strength": float("nan")}, r"preference_strength=nan must be a finite"),
+        ({"max_user_interactions": "abc"}, r"data.source.max_user_interactions='abc' is not an integer"),
+        ({"mean_user_interactions": "abc"}, r"mean_user_interactions='abc' is not a finite number"),
+        ({"preference_strength": float("nan")}, r"preference_strength=nan is not a finite number"),
     ],
 )
 def test_synthetic_rejects_mistyped_parameters(params, match):
