@@ -2,17 +2,18 @@
 ConfigStore, so that `conf/*.yaml` only select and preset them.
 
 Registered nodes: `schema/run` (the primary config's schema), `schema/model/<name>` per model,
-`schema/data/split/<kind>` per split protocol (conf/model/*.yaml and conf/data/split/*.yaml preset
-them), `data/source/<name>` per source and `study/<name>` per study (selected by the data and
-experiment presets). An override that names a field a config does not have, or a value of the
-wrong type, fails at composition (a study's values are checked when the run starts). Every `seed`
-field of a model and `eval.sampled.seed` are registered as `${seed}`: the run seed reaches
-everything random but the data split, whose seed is part of the dataset's definition
-(`data.split.seed`).
+`schema/loss/<name>` per loss, `schema/data/split/<kind>` per split protocol (conf/model/*.yaml,
+conf/loss/*.yaml and conf/data/split/*.yaml preset them), `data/source/<name>` per source and
+`study/<name>` per study (selected by the data and experiment presets). An override that names a
+field a config does not have, or a value of the wrong type, fails at composition (a study's
+values are checked when the run starts). Every `seed` field of a model and `eval.sampled.seed`
+are registered as `${seed}`: the run seed reaches everything random but the data split, whose
+seed is part of the dataset's definition (`data.split.seed`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from linrec.data.configs import SOURCE_CONFIGS, SPLIT_CONFIGS, DataConfig
 from linrec.errors import ConfigError
 from linrec.eval.configs import EvalConfig
 from linrec.models.configs import MODEL_CONFIGS
+from linrec.models.losses import LOSS_CONFIGS
 from linrec.params import Params, param
 from linrec.studies.configs import STUDY_CONFIGS
 
@@ -42,6 +44,7 @@ class RunConfig(Params):
     save_model: bool = param(False, doc="write model.pkl")
     quiet: bool = param(False, doc="do not print the table")
     study: Any = None
+    loss: Any = param(None, doc="the loss of a trained model (loss=<name>; model=mf)")
 
     def check(self) -> None:
         if isinstance(self.model, Mapping):
@@ -53,6 +56,13 @@ class RunConfig(Params):
             self.model = model_config(values.pop("name"), **values)
         if self.study is None and self.model is None:
             raise ConfigError("model is missing: choose a model group, e.g. model=ease")
+        if self.loss is not None:
+            if self.model is None or "loss" not in self.model.names():
+                name = None if self.model is None else self.model.name
+                raise ConfigError(f"loss= applies to a model trained with a loss (model=mf); "
+                                  f"model {name!r} has none")
+            self.model = dataclasses.replace(self.model, loss=self.loss)
+            self.loss = self.model.loss
         if isinstance(self.study, Mapping):
             name = self.study.get("name")
             if name not in STUDY_CONFIGS:
@@ -94,8 +104,12 @@ def register_configs() -> None:
                 node=_schema(RunConfig, **{"eval.sampled.seed": RUN_SEED, "data.source": None,
                                            "data.split": None}))
     for name, cls in MODEL_CONFIGS.items():
-        seeded = {"seed": RUN_SEED} if "seed" in cls.__dataclass_fields__ else {}
-        store.store(group="schema/model", name=name, node=_schema(cls, **seeded))
+        presets = {"seed": RUN_SEED} if "seed" in cls.__dataclass_fields__ else {}
+        if "loss" in cls.__dataclass_fields__:
+            presets["loss"] = None  # untyped: loss=<name> chooses the class
+        store.store(group="schema/model", name=name, node=_schema(cls, **presets))
+    for name, cls in LOSS_CONFIGS.items():
+        store.store(group="schema/loss", name=name, node=_schema(cls))
     for kind, cls in SPLIT_CONFIGS.items():
         store.store(group="schema/data/split", name=kind, node=_schema(cls))
     for name, cls in SOURCE_CONFIGS.items():

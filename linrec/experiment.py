@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from linrec.config import RunConfig, run_config
+from linrec.errors import ConfigError
 from linrec.results import format_run_table, run_record, write_run
 
 log = logging.getLogger("linrec")
@@ -28,13 +29,32 @@ def fit_and_evaluate(config: RunConfig, model_config: Any, prepared: Any, *,
     split = prepared.split
     check_evaluation(split, eval_config)  # everything that needs only the data, before the fit
     model = build_model(model_config)
+    if split.strong and not model.supports_strong_generalization:
+        raise ConfigError(f"model {model_config.name!r} cannot score users it was not trained "
+                          "on, which strong generalization (data.split.kind=strong) needs; use "
+                          "a split that keeps the evaluation users in training")
+    select_on = getattr(model_config, "select_on", "valid")
+    if "select_on" in model_config.names() and getattr(split, select_on) is None:
+        raise ConfigError(f"{model_config.name}.select_on={select_on}: the data has no "
+                          "validation split; take one from the training rows "
+                          "(data.split.valid_fraction=0.1) or select on the test users "
+                          f"({model_config.name}.select_on=test, the published protocol)")
     t0 = time.perf_counter()
-    model.fit(split.train, validation_score(split, eval_config, seed=config.seed))
+    model.fit(split.train, validation_score(split, eval_config, seed=config.seed, on=select_on))
     timings = {"fit": time.perf_counter() - t0}
     log.info("fit %s in %.2fs", model_config.name, timings["fit"])
     report = evaluate(model, split, eval_config, seed=config.seed)
     timings["evaluate"] = report.seconds
     return model, report, timings
+
+
+def training_record(model: Any) -> dict[str, Any] | None:
+    """The model's training log for results.json, with the split its epochs were selected on
+    (a trained model only)."""
+    log_ = model.training_log()
+    if log_ is None:
+        return None
+    return {**log_, "selected_on": getattr(model, "select_on", "valid")}
 
 
 def run(cfg: Any, run_dir: str | Path, overrides: Sequence[str] = ()) -> float | None:
@@ -58,7 +78,7 @@ def run(cfg: Any, run_dir: str | Path, overrides: Sequence[str] = ()) -> float |
     record = run_record(dataset={"name": prepared.name, **prepared.stats},
                         model=config.model.name, report=report,
                         timings={"data": data_seconds, **timings}, config=config.to_dict(),
-                        seed=config.seed, overrides=overrides)
+                        seed=config.seed, overrides=overrides, training=training_record(model))
     path = write_run(run_dir, record, report, save_ranks=config.save_ranks,
                      model=model if config.save_model else None)
     if not config.quiet:

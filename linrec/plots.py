@@ -3,8 +3,9 @@ Each returns the Figure; `path` writes it atomically (`linrec.atomic`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -59,6 +60,32 @@ def plot_spectral_profile(profiles: Mapping[str, np.ndarray],
         ax.set_title(title)
     ax.legend(frameon=False, fontsize="small")
     ax.grid(alpha=0.3)
+    if path is not None:
+        save_figure(fig, path)
+    return fig
+
+
+def plot_training_curve(epochs: Sequence[Mapping[str, Any]], title: str | None = None,
+                        path: str | Path | None = None) -> Figure:
+    """Training loss and validation metric against the epoch (records of a trained model's
+    `training_log()["epochs"]`: epoch, loss, valid, lr)."""
+    if not epochs:
+        raise ConfigError("plot_training_curve: no epochs to plot")
+    fig = Figure(figsize=(6.4, 3.6))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    x = [e["epoch"] for e in epochs]
+    ax.plot(x, [e["loss"] for e in epochs], color="C0", lw=1.2, label="training loss")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("training loss", color="C0")
+    valid = [(e["epoch"], e["valid"]) for e in epochs if e.get("valid") is not None]
+    if valid:
+        right = ax.twinx()
+        right.plot(*zip(*valid, strict=True), color="C1", lw=1.2, marker=".",
+                   label="validation")
+        right.set_ylabel("validation metric", color="C1")
+    if title:
+        ax.set_title(title)
     if path is not None:
         save_figure(fig, path)
     return fig

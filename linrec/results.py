@@ -132,25 +132,28 @@ def environment_info() -> dict[str, Any]:
 
 def run_record(*, dataset: Mapping[str, Any], model: str, report: Any,
                timings: Mapping[str, float], config: Mapping[str, Any], seed: int,
-               overrides: Iterable[str] = (), study: Mapping[str, Any] | None = None
-               ) -> dict[str, Any]:
+               overrides: Iterable[str] = (), study: Mapping[str, Any] | None = None,
+               training: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The results.json record of one run: dataset, model, the EvalReport's splits and
     selection, timings, provenance, seed, overrides and the resolved config; `study` (name,
-    label, grid point) for a run that is part of a study."""
+    label, grid point) for a run that is part of a study; `training` (per-epoch loss, learning
+    rate, validation metric, seconds, the split epochs were selected on) for a trained model."""
     record: dict[str, Any] = {"dataset": dict(dataset), "model": model, **report.to_json(),
                               "timings": dict(timings), "environment": environment_info(),
                               "seed": seed, "overrides": list(overrides),
                               "config": dict(config)}
     if study is not None:
         record["study"] = dict(study)
+    if training is not None:
+        record["training"] = dict(training)
     return record
 
 
 def write_run(run_dir: str | Path, record: Mapping[str, Any], report: Any, *,
               save_ranks: bool = True, model: Any = None) -> Path:
     """Write a run directory: ranks.npz (and ranks_<split>.npz), model.pkl when `model` is
-    given, then results.json last, so that a complete results.json means a complete run; an
-    earlier FAILED marker is removed."""
+    given, training_curve.png for a trained model, then results.json last, so that a complete
+    results.json means a complete run; an earlier FAILED marker is removed."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if save_ranks:
@@ -159,6 +162,10 @@ def write_run(run_dir: str | Path, record: Mapping[str, Any], report: Any, *,
             split.rank_table.save_npz(run_dir / name)
     if model is not None:
         model.save(run_dir / "model.pkl")
+    if record.get("training", {}).get("epochs"):
+        from linrec.plots import plot_training_curve
+
+        plot_training_curve(record["training"]["epochs"], path=run_dir / "training_curve.png")
     path = write_json_atomic(run_dir / RESULTS_FILE, record)
     (run_dir / FAILED_FILE).unlink(missing_ok=True)
     return path

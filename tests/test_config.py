@@ -99,9 +99,16 @@ def test_every_data_group_passes_the_pipeline_checks(tmp_path, monkeypatch, data
 
 
 @pytest.mark.parametrize("name", _names("experiment"))
-def test_every_experiment_composes_to_its_study(name):
+def test_every_experiment_composes_to_its_study_or_run_preset(name):
+    """conf/experiment holds studies (named as their study config) and run presets (the MF
+    presets with published hyper-parameters)."""
+    from linrec.studies.configs import STUDY_CONFIGS
+
     config = run_config(compose_config(f"experiment={name}"))
-    assert config.study.name == name
+    if name in STUDY_CONFIGS:
+        assert config.study.name == name
+    else:
+        assert config.study is None and config.model.name == "mf"
 
 
 @pytest.mark.parametrize("override", ["model.lamda=1", "eval.sampled.sample_sizez=[5]",

@@ -76,12 +76,16 @@ def evaluate(model: Scorer, split: Split, config: EvalConfig | None = None, *,
                       seconds=time.perf_counter() - t_start)
 
 
-def validation_score(split: Split, config: EvalConfig | None = None, *,
-                     seed: int = 0) -> Callable[[Scorer], float] | None:
+def validation_score(split: Split, config: EvalConfig | None = None, *, seed: int = 0,
+                     on: str = "valid") -> Callable[[Scorer], float] | None:
     """The early-stopping metric a trainer receives from the run: model -> the exact
-    `config.selection` metric on the validation users (no sampled block). None when the split
-    has no validation users."""
-    if split.valid is None:
+    `config.selection` metric on the validation users (no sampled block); on="test" scores the
+    test users instead (the published LightGCN/BARS protocol, which has no validation split).
+    None when the split has no such users."""
+    if on not in ("valid", "test"):
+        raise ConfigError(f"validation_score: on={on!r}; allowed: valid, test")
+    evalset = split.valid if on == "valid" else split.test
+    if evalset is None:
         return None
     config = EvalConfig() if config is None else config
     key = resolve_selection(config.selection, split.n_items)
@@ -89,7 +93,7 @@ def validation_score(split: Split, config: EvalConfig | None = None, *,
     metric = key.partition("@")[0]
 
     def score(model: Scorer) -> float:
-        result = evaluate_exact(model, split.valid, ks=ks, metrics=[metric], seed=seed,
+        result = evaluate_exact(model, evalset, ks=ks, metrics=[metric], seed=seed,
                                 users_known=not split.strong,
                                 memory_budget_mb=config.memory_budget_mb)
         return float(result.metrics[key])

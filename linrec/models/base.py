@@ -135,6 +135,11 @@ class Recommender(ABC):
     def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
         """Scores of the checked fold-in rows."""
 
+    def training_log(self) -> dict[str, Any] | None:
+        """What a trained model records about its training (per-epoch loss, validation metric,
+        ...) for results.json; None for closed-form models."""
+        return None
+
     def weights(self) -> np.ndarray | sp.spmatrix:
         """The item-item matrix W (n_items x n_items, dense or sparse) of an item-item model,
         scores = foldin @ W. Models without one raise NotImplementedError."""

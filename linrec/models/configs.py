@@ -13,12 +13,13 @@ published dataset (e.g. LRR: 2000 on ML-20M's 20 108 items) and scale down on sm
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
 from linrec.errors import ConfigError
+from linrec.models.samplers import SamplingConfig
 from linrec.params import FLOAT_DTYPES, Params, param
 
 SOLVERS = ("cholesky", "cg")
@@ -356,11 +357,79 @@ class NearbySparseConfig(NearbyHTConfig):
     sparsify_threshold: float = param(0.0, finite=False, doc="not published")
 
 
+# --- MF trained with a loss (spec/losses.md §5) ------------------------------------------------
+
+
+@dataclass
+class MFConfig(ModelConfig):
+    """MF trained with the loss `loss` (`loss=<name>` on the command line) and the sampler
+    `sampling`. Defaults: SimpleX's MF-CCL settings on Gowalla [EXT] where the dissertation is
+    silent (d = 64, cosine, init N(0, 1e-4), user dropout 0.1, Adam lr 1e-4, batch 512, 800
+    negatives, grad-norm 10); the schedule is the dissertation's (lr × 0.5 on a plateau, stop at
+    a plateau once the rate is 1e-6)."""
+
+    model_path = "linrec.models.mf:MF"
+    name: str = "mf"
+    dim: int = param(64, ge=1, doc="embedding dimension")
+    similarity: str = param("cosine", choices=("cosine", "dot"))
+    temperature: float = param(1.0, gt=0, doc="scores are similarity / temperature")
+    init_std: float = param(1e-4, gt=0, doc="embeddings start as N(0, init_std²)")
+    dropout: float = param(0.1, ge=0, lt=1, doc="user-embedding dropout during training")
+    reg: float = param(1e-8, ge=0, doc="L2 weight: reg/2 · ‖·‖²")
+    reg_mode: str = param("full_table", choices=("full_table", "batch_rows"))
+    loss: Any = field(default_factory=lambda: _default_loss())
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    lr: float = param(1e-4, gt=0)
+    batch_size: int = param(512, ge=1, doc="(user, positive) pairs per step")
+    epochs: int = param(100, ge=1, doc="at most this many epochs")
+    grad_clip: float = param(10.0, ge=0, doc="max gradient norm (0 = off)")
+    eval_every: int = param(1, ge=1, doc="epochs between validation passes")
+    lr_factor: float = param(0.5, gt=0, le=1, doc="lr × factor on a plateau (SimpleX: 0.1)")
+    lr_patience: int = param(0, ge=0, doc="non-improving evaluations before a plateau")
+    min_lr: float = param(1e-6, gt=0)
+    min_delta: float = param(0.0, ge=0, doc="an evaluation improves when it beats the best by "
+                                            "more than this (SimpleX: 1e-6)")
+    reload_best_on_plateau: bool = param(False, doc="SimpleX: true")
+    stop_patience: int = param(0, ge=0, doc="stop after this many non-improving evaluations; "
+                                            "0: at a plateau once lr = min_lr")
+    select_on: str = param("valid", choices=("valid", "test"),
+                           doc="test: the published LightGCN/BARS protocol (recorded as such)")
+    device: str = param("cpu", doc="cpu | cuda | cuda:<n>")
+    seed: int = param(0, ge=0)
+    num_threads: int = _threads()
+    checkpoint_dir: str | None = param(None, doc="null: $LINREC_DATA/checkpoints/<config hash>")
+    resume: bool = param(True, doc="continue from this config's last epoch checkpoint")
+
+    def check(self) -> None:
+        super().check()
+        from linrec.models.losses import LOSS_CONFIGS, LossConfig
+
+        if self.loss is None:
+            self.loss = _default_loss()
+        if isinstance(self.loss, Mapping):
+            name = self.loss.get("name")
+            if name not in LOSS_CONFIGS:
+                raise ConfigError(f"loss={name!r} is unknown; known losses: "
+                                  f"{', '.join(LOSS_CONFIGS)}")
+            self.loss = LOSS_CONFIGS[name].from_mapping(self.loss)
+        if not isinstance(self.loss, LossConfig):
+            raise ConfigError(f"mf.loss={self.loss!r} must be a loss config (loss=<name>)")
+        if not (self.device == "cpu" or self.device.startswith("cuda")):
+            raise ConfigError(f"mf.device={self.device!r} is not allowed; allowed: cpu, cuda, "
+                              "cuda:<n>")
+
+
+def _default_loss() -> Any:
+    from linrec.models.losses import CCLLoss
+
+    return CCLLoss()
+
+
 #: every model config, by registry name
 MODEL_CONFIGS: dict[str, type[ModelConfig]] = {
     cls.__dataclass_fields__["name"].default: cls
     for cls in (EASEConfig, DLAEConfig, EDLAEConfig, LowRankEDLAEConfig, DebiasedEASEConfig,
                 MostPopularConfig, ItemKNNConfig, SLIMConfig, LRRConfig, PureSVDConfig,
                 ClosedFormMFConfig, RidgeConfig, IALSConfig, DebiasedIALSConfig, WMFConfig,
-                LearnedLambdaConfig, NearbyHTConfig, NearbySparseConfig)
+                LearnedLambdaConfig, NearbyHTConfig, NearbySparseConfig, MFConfig)
 }

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 STUDIES = {
     "sampling_study": "linrec.studies.sampling_study:run",
     "linear_models": "linrec.studies.linear_models:run",
+    "loss_study": "linrec.studies.loss_study:run",
 }
 
 

@@ -45,13 +45,15 @@ def point_dir(point: Mapping[str, Any]) -> str:
 
 def write_study_run(run_dir: Path, config: Any, prepared: Any, *, label: str, model: str,
                     report: Any, timings: Mapping[str, float],
-                    point: Mapping[str, Any] | None = None) -> Path:
+                    point: Mapping[str, Any] | None = None,
+                    training: Mapping[str, Any] | None = None) -> Path:
     """Write one run of a study (results.json and ranks) under `run_dir`, recorded as part of
-    the study with its label and grid point."""
-    record = run_record(dataset={"name": prepared.name, **prepared.stats}, model=model,
+    the study with its label and grid point (and a trained model's log)."""
+    record = run_record(dataset=dataset_record(prepared), model=model,
                         report=report, timings=timings, config=config.to_dict(),
                         seed=config.seed, study={"name": config.study.name, "label": label,
-                                                 "point": dict(point or {})})
+                                                 "point": dict(point or {})},
+                        training=training)
     return write_run(run_dir, record, report, save_ranks=config.save_ranks)
 
 
@@ -64,15 +66,19 @@ def write_table(directory: Path, stem: str, columns: list[str], rows: list[dict[
     return md
 
 
-def write_study_index(run_dir: Path, config: Any, prepared: Any, summary: Mapping[str, Any],
-                      figures: Sequence[Path] = ()) -> Path:
-    """study.json: the study, its dataset, its runs and tables (paths relative to run_dir), the
-    summary numbers and the provenance."""
+def dataset_record(prepared: Any) -> dict[str, Any]:
+    """The `dataset` block of a record: the prepared data's name and sizes."""
+    return {"name": prepared.name, **prepared.stats}
+
+
+def write_study_index(run_dir: Path, config: Any, dataset: Mapping[str, Any],
+                      summary: Mapping[str, Any], figures: Sequence[Path] = ()) -> Path:
+    """study.json: the study, its dataset(s), its runs and tables (paths relative to run_dir),
+    the summary numbers and the provenance."""
     tables = sorted(str(p.relative_to(run_dir)) for p in (run_dir / "tables").glob("*.md"))
     runs = sorted(str(p.parent.relative_to(run_dir))
                   for p in (run_dir / "runs").rglob("results.json"))
-    index = {"study": config.study.to_dict(), "dataset": {"name": prepared.name,
-                                                          **prepared.stats},
+    index = {"study": config.study.to_dict(), "dataset": dict(dataset),
              "runs": runs, "tables": tables,
              "figures": [str(Path(f).relative_to(run_dir)) for f in figures],
              "summary": dict(summary), "environment": environment_info(),

@@ -94,7 +94,40 @@ class LinearModelsStudyConfig(StudyConfig):
                                   f"allowed: {list(TRAIN_ON)}")
 
 
+@dataclass
+class LossStudyConfig(StudyConfig):
+    """The losses × datasets grid of Table 12 (spec/losses.md §7.1) on one MF backbone: every
+    (dataset, loss) is one run of the model block (`model=mf`, its fields overridden by the
+    loss's entry in `models`) on that dataset. `datasets`: label -> data config (a mapping of
+    DataConfig fields; the LightGCN splits in the preset). `rows`: the table's groups, each
+    {name, biased, debiased} (RI% of the debiased loss over the biased one) or {name, loss,
+    against} (RI% of `loss` over `against`, e.g. MINE over InfoNCE)."""
+
+    name: str = "loss_study"
+    datasets: dict[str, Any] = param({"synthetic": {"source": {"name": "synthetic"}}})
+    models: dict[str, Any] = param({"ccl": {"loss": {"name": "ccl"}},
+                                    "debiased_ccl": {"loss": {"name": "debiased_ccl"}}},
+                                   doc="label -> MF fields (loss included)")
+    rows: list[dict[str, Any]] = param([{"name": "CCL", "biased": "ccl",
+                                         "debiased": "debiased_ccl"}])
+    metrics: tuple[str, ...] = ("recall@20", "ndcg@20")
+
+    def check(self) -> None:
+        super().check()
+        if not self.datasets:
+            raise ConfigError("study.datasets is empty; give at least one dataset")
+        for row in self.rows:
+            keys = set(row) - {"name"}
+            if keys not in ({"biased", "debiased"}, {"loss", "against"}) or "name" not in row:
+                raise ConfigError(f"study.rows: {row!r} must be {{name, biased, debiased}} or "
+                                  "{name, loss, against}")
+            unknown = [row[k] for k in keys if row[k] not in self.models]
+            if unknown:
+                raise ConfigError(f"study.rows: {unknown} are not in study.models "
+                                  f"{sorted(self.models)}")
+
+
 STUDY_CONFIGS: dict[str, type[StudyConfig]] = {
     cls.__dataclass_fields__["name"].default: cls
-    for cls in (SamplingStudyConfig, LinearModelsStudyConfig)
+    for cls in (SamplingStudyConfig, LinearModelsStudyConfig, LossStudyConfig)
 }

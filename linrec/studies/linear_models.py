@@ -31,6 +31,7 @@ from linrec.errors import ConfigError
 from linrec.eval import EvalReport, evaluate
 from linrec.eval.metrics import parse_metric_key
 from linrec.studies.common import (
+    dataset_record,
     point_dir,
     study_model_config,
     write_study_index,
@@ -156,7 +157,8 @@ def run(config: Any, run_dir: Path) -> float | None:
     md = write_table(tables, "main", list(main_rows[0]), main_rows,
                      f"Test metrics at the best validation {selection} ({prepared.name})")
     figure = _write_profiles(best_models, split.train, figures, summary)
-    write_study_index(run_dir, config, prepared, summary, [figure] if figure else [])
+    write_study_index(run_dir, config, dataset_record(prepared), summary,
+                      [figure] if figure else [])
     if not config.quiet:
         print(md)
         print(f"tables: {tables}")

@@ -26,6 +26,7 @@ from linrec.eval.report import SplitReport
 from linrec.eval.sampled_block import canonical_global_ranks
 from linrec.experiment import fit_and_evaluate
 from linrec.studies.common import (
+    dataset_record,
     study_model_config,
     write_study_index,
     write_study_run,
@@ -152,7 +153,7 @@ def run(config: Any, run_dir: Path) -> None:
     if error_rows:
         write_table(tables, "mapping_errors", list(error_rows[0]), error_rows,
                     "Alignment errors of the mapping functions (spec §4.6)")
-    write_study_index(run_dir, config, prepared, summary)
+    write_study_index(run_dir, config, dataset_record(prepared), summary)
     if not config.quiet:
         for path in sorted(tables.glob("are_*.md")) + [tables / "winners.md"]:
             print(path.read_text())

@@ -174,7 +174,8 @@ def test_leave_one_out_errors():
     single = Interactions.from_raw(np.array([0, 1]), np.array([0, 0]))
     with pytest.raises(DataError, match="no user of .* has valid targets"):
         leave_one_out(single, seed=0)
-    with pytest.raises(ConfigError, match=r"split.order='temporal' is not allowed; allowed: \['random', 'latest'\]"):
+    with pytest.raises(ConfigError, match=r"split.order='temporal' is not allowed; "
+                                          r"allowed: \['random', 'latest'\]"):
         leave_one_out(make_inter(0), seed=0, order="temporal")
     with pytest.raises(ConfigError, match="split.valid='no' is not a flag; allowed: true or false"):
         leave_one_out(make_inter(0), seed=0, valid="no")
@@ -251,11 +252,14 @@ def test_holdout_is_seeded_and_single_item_users_stay_in_train():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"test_fraction": 0.0}, r"split.test_fraction=0.0 is out of range; allowed: a number > 0 and < 1"),
+        ({"test_fraction": 0.0},
+         r"split.test_fraction=0.0 is out of range; allowed: a number > 0 and < 1"),
         ({"test_fraction": 1.0}, r"split.test_fraction=1.0 is out of range"),
-        ({"valid_fraction": -0.1}, r"split.valid_fraction=-0.1 is out of range; allowed: a number >= 0 and < 1"),
+        ({"valid_fraction": -0.1},
+         r"split.valid_fraction=-0.1 is out of range; allowed: a number >= 0 and < 1"),
         ({"test_fraction": 0.6, "valid_fraction": 0.4}, "must be < 1"),
-        ({"order": "latest"}, r"split.order='latest' is not allowed; allowed: \['random', 'temporal'\]"),
+        ({"order": "latest"},
+         r"split.order='latest' is not allowed; allowed: \['random', 'temporal'\]"),
         # mistyped fractions were a TypeError traceback
         ({"test_fraction": "abc"}, r"split.test_fraction='abc' is not a finite number"),
         ({"valid_fraction": True}, r"split.valid_fraction=True is not a finite number"),
@@ -343,8 +347,10 @@ def test_strong_generalization_defaults_and_seed():
     ("kwargs", "match"),
     [
         ({"n_valid_users": 100, "n_test_users": 100}, "leaves no training user"),
-        ({"n_valid_users": -1, "n_test_users": 10}, "split.n_valid_users=-1 is out of range; allowed: an integer >= 0"),
-        ({"n_valid_users": 1, "n_test_users": 0}, "split.n_test_users=0 is out of range; allowed: an integer >= 1"),
+        ({"n_valid_users": -1, "n_test_users": 10},
+         "split.n_valid_users=-1 is out of range; allowed: an integer >= 0"),
+        ({"n_valid_users": 1, "n_test_users": 0},
+         "split.n_test_users=0 is out of range; allowed: an integer >= 1"),
         ({"n_valid_users": 1, "n_test_users": 1, "test_prop": 1.5}, "split.test_prop"),
         ({"n_valid_users": 1, "n_test_users": 1, "test_prop": "abc"},
          r"split.test_prop='abc' is not a finite number"),

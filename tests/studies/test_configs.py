@@ -9,7 +9,7 @@ from linrec.studies.configs import STUDY_CONFIGS, LinearModelsStudyConfig, Sampl
 
 
 def test_defaults_and_registry():
-    assert set(STUDY_CONFIGS) == {"sampling_study", "linear_models"}
+    assert set(STUDY_CONFIGS) == {"sampling_study", "linear_models", "loss_study"}
     assert list(SamplingStudyConfig().models) == ["itemknn", "puresvd", "ials", "ease",
                                                   "most_popular"]
     assert LinearModelsStudyConfig().report == ("recall_trunc@20", "recall_trunc@50", "ndcg@100")

@@ -1,0 +1,154 @@
+"""Benchmark the MF trainer (linrec.models.mf) at the published setting: batch 512, 800 negatives,
+dimension 64, cosine scores, CCL, on a Gowalla-sized synthetic dataset (29 858 users, 40 981
+items, 810 128 training pairs), 2 CPU cores.
+
+Rows, all measured in this process:
+- the reference: one training step written as SimpleX's code computes CCL (gather the negative
+  item embeddings per example, normalise every gathered row, score, loss, Adam), positives/s;
+- linrec per-example negatives (the published protocol): positives/s and the epoch time;
+- linrec shared negatives (one set of 800 per batch): the epoch time;
+- one exact validation pass over every user (linrec's evaluator, Recall@20 / NDCG@20);
+- peak RSS.
+
+    python experiments/benchmarks/bench_mf.py            # steps timed, epochs extrapolated
+    python experiments/benchmarks/bench_mf.py --epoch    # and one whole epoch of each mode
+    python experiments/benchmarks/bench_mf.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from linrec.data.splits import EvalSet
+from linrec.eval.exact import evaluate_exact
+from linrec.models.mf import MF, _Trainer
+
+
+def gowalla_like(n_users: int, n_items: int, n_pairs: int, seed: int = 0) -> sp.csr_matrix:
+    """Users x items binary CSR with power-law item popularity and log-normal user activity."""
+    rng = np.random.default_rng(seed)
+    activity = rng.lognormal(0.0, 1.0, n_users)
+    users = rng.choice(n_users, int(n_pairs * 1.15), p=activity / activity.sum())
+    popularity = 1.0 / np.arange(1, n_items + 1) ** 0.8
+    items = rng.choice(n_items, len(users), p=popularity / popularity.sum())
+    matrix = sp.csr_matrix((np.ones(len(users), np.float32), (users, items)),
+                           shape=(n_users, n_items))
+    matrix.sum_duplicates()
+    matrix.data[:] = 1.0
+    keep = np.sort(rng.choice(matrix.nnz, min(n_pairs, matrix.nnz), replace=False))
+    coo = matrix.tocoo()
+    return sp.csr_matrix((np.ones(len(keep), np.float32), (coo.row[keep], coo.col[keep])),
+                         shape=matrix.shape)
+
+
+def reference_step(users_t, items_t, batch, n_negatives, generator, optimizer,
+                   margin=0.9, weight=150.0, reg=1e-8):
+    """One step as SimpleX's code computes MF-CCL: per-example gather, normalise each row."""
+    import torch.nn.functional as F
+
+    users, positives = batch
+    negatives = torch.randint(items_t.shape[0], (len(users), n_negatives), generator=generator)
+    optimizer.zero_grad()
+    u = F.normalize(users_t[users], dim=-1)
+    pos = F.normalize(items_t[positives], dim=-1)
+    neg = F.normalize(items_t[negatives], dim=-1)
+    s_pos = (u * pos).sum(-1)
+    s_neg = torch.bmm(neg, u[:, :, None])[..., 0]
+    loss = (torch.relu(1 - s_pos) + weight * torch.relu(s_neg - margin).mean(-1)).mean()
+    loss = loss + reg / 2 * ((users_t ** 2).sum() + (items_t ** 2).sum())
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_([users_t, items_t], 10.0)
+    optimizer.step()
+
+
+def peak_rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small dataset (smoke test)")
+    parser.add_argument("--steps", type=int, default=60, help="training steps timed per mode")
+    parser.add_argument("--epoch", action="store_true", help="also time one whole epoch")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    n_users, n_items, n_pairs = (3000, 4000, 80_000) if args.quick else (29_858, 40_981, 810_128)
+    torch.set_num_threads(args.threads)
+    train = gowalla_like(n_users, n_items, n_pairs)
+    batch_size, n_neg, dim = 512, 800, 64
+    steps_per_epoch = -(-train.nnz // batch_size)
+    print(f"data: {n_users} users, {n_items} items, {train.nnz} training pairs; batch "
+          f"{batch_size}, {n_neg} negatives, d {dim}, cosine, CCL, {args.threads} threads; "
+          f"{steps_per_epoch} steps per epoch")
+    rows = []
+
+    # -- the reference
+    g = torch.Generator().manual_seed(0)
+    users_t = (torch.randn((n_users, dim), generator=g) * 1e-4).requires_grad_(True)
+    items_t = (torch.randn((n_items, dim), generator=g) * 1e-4).requires_grad_(True)
+    opt = torch.optim.Adam([users_t, items_t], lr=1e-4)
+    pair_users = torch.as_tensor(np.repeat(np.arange(n_users), np.diff(train.indptr)))
+    pair_items = torch.as_tensor(train.indices.astype(np.int64))
+    order = torch.randperm(len(pair_users), generator=g)
+
+    def ref_batch(k):
+        idx = order[(k * batch_size) % len(order):][:batch_size]
+        return pair_users[idx], pair_items[idx]
+
+    reference_step(users_t, items_t, ref_batch(0), n_neg, g, opt)  # warm-up
+    t0 = time.perf_counter()
+    for k in range(args.steps):
+        reference_step(users_t, items_t, ref_batch(k + 1), n_neg, g, opt)
+    ref_step = (time.perf_counter() - t0) / args.steps
+    rows.append(("reference (SimpleX-style per-example CCL)", ref_step, batch_size / ref_step,
+                 ref_step * steps_per_epoch, ""))
+
+    # -- linrec, per-example and shared
+    for mode in ("per_example", "shared"):
+        model = MF(dim=dim, batch_size=batch_size, epochs=1, num_threads=args.threads,
+                   sampling={"n_negatives": n_neg, "negatives": mode}, resume=False,
+                   checkpoint_dir="/tmp/linrec-bench-mf")
+        trainer = _Trainer(model, train.astype(np.float64), None)
+        batches = trainer._batches()
+        trainer._step(next(batches))  # warm-up
+        t0 = time.perf_counter()
+        for _, batch in zip(range(args.steps), batches, strict=False):
+            trainer._step(batch)
+        per_step = (time.perf_counter() - t0) / args.steps
+        note = f"{ref_step / per_step:.2f}x the reference" if mode == "per_example" else ""
+        if args.epoch:
+            t0 = time.perf_counter()
+            trainer._epoch(1)
+            note += f"; measured epoch {time.perf_counter() - t0:.1f} s"
+        rows.append((f"linrec {mode} negatives", per_step, batch_size / per_step,
+                     per_step * steps_per_epoch, note))
+
+    # -- one exact validation pass over every user: Gowalla's test split has 217 242 pairs
+    # (0.268 per training pair); draw as many from the same distribution, outside training
+    targets = gowalla_like(n_users, n_items, int(train.nnz * 0.268 * 1.3), seed=1)
+    targets = targets - targets.multiply(train)
+    targets.eliminate_zeros()
+    evalset = EvalSet(np.arange(n_users), train, targets.astype(np.float32))
+    model.n_items_ = n_items
+    t0 = time.perf_counter()
+    result = evaluate_exact(model, evalset, ks=[20], metrics=["recall", "ndcg"], seed=0,
+                            users_known=True)
+    pass_s = time.perf_counter() - t0
+    rows.append(("validation pass, all users (exact)", pass_s, float("nan"), float("nan"),
+                 f"{n_users} users, recall@20 {result.metrics['recall@20']:.4f}"))
+
+    width = max(len(r[0]) for r in rows)
+    print(f"{'step':<{width}}  {'s/step':>8}  {'pos/s':>9}  {'epoch s':>8}  note")
+    for name, seconds, rate, epoch, note in rows:
+        print(f"{name:<{width}}  {seconds:8.4f}  {rate:9.0f}  {epoch:8.1f}  {note}")
+    print(f"peak RSS {peak_rss_gib():.2f} GiB")
+
+
+if __name__ == "__main__":
+    main()

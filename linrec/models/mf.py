@@ -1,0 +1,473 @@
+"""A PyTorch MF trained with any loss of `linrec.models.losses` (spec/losses.md §5).
+
+Model: user and item embedding tables (n × d); score = ⟨u, v⟩ (dot) or cos(u, v) (cosine),
+divided by the temperature t. Training: batches of (user, positive) pairs of the training
+matrix, shuffled every epoch; per batch the sampler's negatives (and the debiased losses'
+positives and τ⁺), the loss's mean, plus L2 (reg/2)(‖U‖² + ‖V‖²) over the full tables
+(`full_table`, SimpleX) or over the batch's rows (`batch_rows`); user-embedding dropout after
+normalisation [EXT SimpleX]; Adam; gradient-norm clipping. Every `eval_every` epochs the run's
+validation callback scores the model (linrec's exact evaluator, the run's selection metric); on
+a plateau the learning rate is multiplied by `lr_factor` (optionally reloading the best
+parameters, SimpleX's variant), training stops after `stop_patience` evaluations without
+improvement (or, with stop_patience 0, at a plateau once the rate is at `min_lr`, the
+dissertation's rule), and the best evaluated parameters are restored at the end.
+
+Resume: the trainer writes a checkpoint after every epoch (parameters, optimizer, schedule,
+the generator's state, history) and a run started again with the same config and data continues
+from it, ending with the numbers of an uninterrupted run. A checkpoint written by another
+config is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from linrec.atomic import atomic_open
+from linrec.errors import ConfigError, NumericalError
+from linrec.models.base import Recommender, Validation, binary_pattern
+from linrec.models.configs import MFConfig
+from linrec.models.linalg import thread_count
+from linrec.models.mf_ops import keep_freed_memory, normalize_rows, sampled_dot
+from linrec.models.samplers import TrainingSampler
+
+log = logging.getLogger(__name__)
+#: rows scored together by `score` (memory: rows x n_items floats)
+_SCORE_ROWS = 4096
+CHECKPOINT_FILE = "checkpoint.pt"
+#: steps between the checks of the step losses for NaN/inf (a check syncs with the device)
+_CHECK_EVERY = 50
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+class _Plateau:
+    """The learning-rate schedule on the validation metric (higher is better): a non-improving
+    evaluation is a plateau after `patience` others; the rate is multiplied by `factor` down to
+    `min_lr`. `stop` says when training ends (see the module docstring)."""
+
+    def __init__(self, factor: float, patience: int, min_lr: float, stop_patience: int,
+                 min_delta: float = 0.0) -> None:
+        self.factor, self.patience, self.min_lr = factor, patience, min_lr
+        self.min_delta = min_delta
+        self.stop_patience = stop_patience
+        self.best = -math.inf
+        self.bad = 0
+        self.plateau_at_min = False
+
+    def step(self, metric: float, lr: float) -> tuple[bool, float]:
+        """(improved, new learning rate) after one evaluation."""
+        if metric > self.best + self.min_delta:
+            self.best, self.bad = metric, 0
+            return True, lr
+        self.bad += 1
+        if self.bad <= self.patience:
+            return False, lr
+        self.plateau_at_min = lr <= self.min_lr * (1 + 1e-9)
+        return False, max(lr * self.factor, self.min_lr)
+
+    @property
+    def stop(self) -> bool:
+        if self.stop_patience > 0:
+            return self.bad >= self.stop_patience
+        return self.plateau_at_min
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"best": self.best, "bad": self.bad, "plateau_at_min": self.plateau_at_min}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.best, self.bad = state["best"], state["bad"]
+        self.plateau_at_min = state["plateau_at_min"]
+
+
+class MF(Recommender):
+    """Matrix factorization trained with a contrastive / pointwise / pairwise loss (see the module
+    docstring). Scores training users by id (weak generalization); strong generalization would
+    need a fold-in, which this model does not implement (refused with a clear error).
+
+    After fit: `user_embeddings_` (n_users x d), `item_embeddings_` (n_items x d) as float32
+    numpy arrays, `history_` (one record per epoch: loss, lr, validation metric, seconds),
+    `best_epoch_`, `stop_reason_`, `resumed_from_`."""
+
+    config_class = MFConfig
+    supports_strong_generalization = False
+
+    # -- scoring ---------------------------------------------------------------------------------
+
+    def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
+        if users is None:
+            raise ConfigError("mf scores the users it was trained on (weak generalization); "
+                              "strong generalization needs a fold-in, which mf does not "
+                              "implement: use a split that keeps the evaluation users in "
+                              "training (holdout, loo, predefined)")
+        torch = _torch()
+        users = np.asarray(users)
+        if users.size and (users.min() < 0 or users.max() >= self._users.shape[0]):
+            raise ConfigError(f"mf.score: users must be row ids in [0, {self._users.shape[0]})")
+        with torch.no_grad():
+            items = self._item_table()
+            rows = self._user_rows(torch.as_tensor(users, device=items.device))
+            rows = rows / self.temperature
+            if items.device.type != "cpu":
+                return (rows @ items.T).cpu().numpy()
+            # written into a numpy array: numpy asks the kernel for huge pages, and the page
+            # faults of a fresh torch tensor of this size cost as much as the product itself
+            out = np.empty((len(users), items.shape[0]), dtype=np.float32)
+            torch.mm(rows, items.T, out=torch.from_numpy(out))
+            return out
+
+    def _user_rows(self, users):
+        rows = self._users[users]
+        return normalize_rows(rows) if self.similarity == "cosine" else rows
+
+    def _item_table(self):
+        return normalize_rows(self._items) if self.similarity == "cosine" else self._items
+
+    @property
+    def user_embeddings_(self) -> np.ndarray:
+        return self._users.detach().cpu().numpy()
+
+    @property
+    def item_embeddings_(self) -> np.ndarray:
+        return self._items.detach().cpu().numpy()
+
+    def training_log(self) -> dict[str, Any]:
+        return {"epochs": self.history_, "best_epoch": self.best_epoch_,
+                "stop_reason": self.stop_reason_, "resumed_from": self.resumed_from_}
+
+    # -- fit -------------------------------------------------------------------------------------
+
+    def _check_config(self) -> None:
+        loss = self.loss
+        if loss.cosine and self.similarity != "cosine":
+            raise ConfigError(f"loss {loss.name} is defined for cosine scores: set "
+                              f"model.similarity=cosine (now {self.similarity})")
+        if loss.name in ("mine", "infonce_plus") and self.similarity == "dot":
+            log.warning("loss %s with dot-product scores is unbounded below (spec §1.5): "
+                        "expect diverging embeddings unless reg is large; cosine is safer",
+                        loss.name)
+        if loss.full_catalogue and self.sampling.negatives == "shared":
+            log.info("loss %s scores every item: the negative sampler is not used", loss.name)
+
+    def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
+        torch = _torch()
+        self._check_config()
+        pattern = binary_pattern(train, "mf.fit")
+        if pattern.nnz == 0:
+            raise ConfigError(f"mf.fit: train {pattern.shape} has no interactions")
+        threads = thread_count(self.num_threads)
+        previous_threads = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            _Trainer(self, pattern, validation).run()
+        finally:
+            torch.set_num_threads(previous_threads)
+
+
+def _clip_grad_norm(tables, max_norm: float) -> None:
+    """torch.nn.utils.clip_grad_norm_ (total 2-norm, coefficient max/(norm + 1e-6) capped at
+    1), without its multiplication by 1.0 when nothing is clipped on a CPU (a pass over both
+    tables per step; on a GPU the test would be a synchronisation, so it always multiplies)."""
+    torch = _torch()
+    grads = [t.grad for t in tables]
+    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    coefficient = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    if grads[0].device.type != "cpu" or float(coefficient) < 1.0:
+        for grad in grads:
+            grad.mul_(coefficient)
+
+
+def _adam(parameters, lr: float):
+    """Adam, fused into one kernel where this torch has it for the device (same update)."""
+    torch = _torch()
+    try:
+        return torch.optim.Adam(parameters, lr=lr, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.Adam(parameters, lr=lr)
+
+
+class _Trainer:
+    """One fit of an MF model: setup (or resume), the epoch loop, evaluation, checkpoints."""
+
+    def __init__(self, model: MF, train: sp.csr_matrix, validation: Validation | None) -> None:
+        torch = _torch()
+        keep_freed_memory()
+        self.model, self.train, self.validation = model, train, validation
+        cfg = model.config
+        self.cfg = cfg
+        self.device = cfg.device
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ConfigError(f"mf.device={cfg.device!r}: CUDA is not available here")
+        self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        n_users, n_items = train.shape
+        std = cfg.init_std
+        model._users = (torch.randn((n_users, cfg.dim), generator=self.generator,
+                                    device=self.device) * std).requires_grad_(True)
+        model._items = (torch.randn((n_items, cfg.dim), generator=self.generator,
+                                    device=self.device) * std).requires_grad_(True)
+        model.n_items_ = n_items  # scorable during training (the validation callback)
+        self.optimizer = _adam([model._users, model._items], cfg.lr)
+        self.schedule = _Plateau(cfg.lr_factor, cfg.lr_patience, cfg.min_lr, cfg.stop_patience,
+                                 cfg.min_delta)
+        self.sampler = TrainingSampler(cfg.sampling, train, self.device, self.generator)
+        rows = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(train.indptr))
+        self.pair_users = torch.as_tensor(rows, device=self.device)
+        self.pair_items = torch.as_tensor(train.indices.astype(np.int64), device=self.device)
+        self.score_floor = -1.0 / cfg.temperature if cfg.similarity == "cosine" else -math.inf
+        self.history: list[dict[str, Any]] = []
+        self.best_state: dict[str, Any] | None = None
+        self.best_epoch: int | None = None
+        self.start_epoch = 0
+        self.finished = False
+        self.stop_reason = "epochs"
+        self.checkpoint = self._checkpoint_path()
+        self.resumed_from = self._resume()
+
+    # -- checkpoints -----------------------------------------------------------------------------
+
+    def _fingerprint(self) -> str:
+        """Hash of everything the numbers depend on: the config and the training matrix."""
+        digest = hashlib.sha256()
+        config = {k: v for k, v in self.cfg.to_dict().items()
+                  if k not in ("checkpoint_dir", "resume", "device", "num_threads")}
+        digest.update(json.dumps(config, sort_keys=True, default=str).encode())
+        for array in (self.train.indptr, self.train.indices):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        digest.update(str(self.train.shape).encode())
+        digest.update(str(self.validation is not None).encode())
+        return digest.hexdigest()
+
+    def _checkpoint_path(self) -> Path:
+        if self.cfg.checkpoint_dir:
+            return Path(self.cfg.checkpoint_dir).expanduser() / CHECKPOINT_FILE
+        root = Path(os.environ.get("LINREC_DATA") or Path.home() / ".cache" / "linrec")
+        return root.expanduser() / "checkpoints" / self._fingerprint()[:16] / CHECKPOINT_FILE
+
+    def _state(self) -> dict[str, Any]:
+        return {"users": self.model._users.detach().clone(),
+                "items": self.model._items.detach().clone()}
+
+    def _save(self, epoch: int) -> None:
+        torch = _torch()
+        state = {"fingerprint": self._fingerprint(), "epoch": epoch, "finished": self.finished,
+                 "stop_reason": self.stop_reason, "params": self._state(),
+                 "optimizer": self.optimizer.state_dict(),
+                 "schedule": self.schedule.state_dict(),
+                 "generator": self.generator.get_state(), "history": self.history,
+                 "best_state": self.best_state, "best_epoch": self.best_epoch}
+        with atomic_open(self.checkpoint, "wb", fsync=True) as fh:
+            torch.save(state, fh)
+
+    def _resume(self) -> int | None:
+        """Load the checkpoint of this config and data if there is one; the epoch it ends."""
+        torch = _torch()
+        if not self.cfg.resume or not self.checkpoint.exists():
+            return None
+        try:
+            state = torch.load(self.checkpoint, map_location=self.device, weights_only=False)
+        except Exception as exc:  # noqa: BLE001 - a torn or foreign file: say so, start over
+            log.warning("mf: ignoring the unreadable checkpoint %s (%s)", self.checkpoint, exc)
+            return None
+        if state.get("fingerprint") != self._fingerprint():
+            raise ConfigError(f"mf: the checkpoint {self.checkpoint} was written by another "
+                              "config or training data; delete it, choose another "
+                              "model.checkpoint_dir, or set model.resume=false")
+        with torch.no_grad():
+            self.model._users.copy_(state["params"]["users"])
+            self.model._items.copy_(state["params"]["items"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.generator.set_state(state["generator"].cpu() if self.device == "cpu"
+                                 else state["generator"])
+        self.history, self.best_state = state["history"], state["best_state"]
+        self.best_epoch, self.finished = state["best_epoch"], state["finished"]
+        self.stop_reason = state["stop_reason"]
+        self.start_epoch = state["epoch"]
+        log.info("mf: resumed from %s after epoch %d", self.checkpoint, state["epoch"])
+        return state["epoch"]
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        torch = _torch()
+        cfg = self.cfg
+        epoch = self.start_epoch
+        while not self.finished and epoch < cfg.epochs:
+            epoch += 1
+            started = time.perf_counter()
+            loss = self._epoch(epoch)
+            record = {"epoch": epoch, "loss": loss,
+                      "lr": self.optimizer.param_groups[0]["lr"], "valid": None,
+                      "seconds": 0.0}
+            if self.validation is not None and (epoch % cfg.eval_every == 0
+                                                or epoch == cfg.epochs):
+                self._evaluate(record)
+            record["seconds"] = time.perf_counter() - started
+            self.history.append(record)
+            log.info("mf epoch %d: loss %.5f, lr %.2e, valid %s, %.1f s", epoch, loss,
+                     record["lr"], "-" if record["valid"] is None else f"{record['valid']:.5f}",
+                     record["seconds"])
+            if epoch == cfg.epochs and not self.finished:
+                self.stop_reason = "epochs"
+                self.finished = True
+            self._save(epoch)
+        if self.best_state is not None:  # the best evaluated parameters
+            with torch.no_grad():
+                self.model._users.copy_(self.best_state["users"])
+                self.model._items.copy_(self.best_state["items"])
+        model = self.model
+        model.history_, model.best_epoch_ = self.history, self.best_epoch
+        model.stop_reason_, model.resumed_from_ = self.stop_reason, self.resumed_from
+        model._users.requires_grad_(False)
+        model._items.requires_grad_(False)
+
+    def _evaluate(self, record: dict[str, Any]) -> None:
+        torch = _torch()
+        with torch.no_grad():
+            metric = float(self.validation(self.model))
+        record["valid"] = metric
+        improved, lr = self.schedule.step(metric, self.optimizer.param_groups[0]["lr"])
+        if improved:
+            self.best_state, self.best_epoch = self._state(), record["epoch"]
+        else:
+            if self.cfg.reload_best_on_plateau and self.best_state is not None \
+                    and self.schedule.bad > self.cfg.lr_patience:
+                with torch.no_grad():
+                    self.model._users.copy_(self.best_state["users"])
+                    self.model._items.copy_(self.best_state["items"])
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+        if self.schedule.stop:
+            self.finished = True
+            self.stop_reason = "early_stopping"
+
+    def _batches(self) -> Iterator[Any]:
+        torch = _torch()
+        order = torch.randperm(len(self.pair_users), generator=self.generator,
+                               device=self.device)
+        for start in range(0, len(order), self.cfg.batch_size):
+            yield order[start:start + self.cfg.batch_size]
+
+    def _epoch(self, epoch: int) -> float:
+        """One pass over the shuffled training pairs; the epoch's mean loss (with the
+        `full_table` L2 penalty at the epoch's end). The step losses stay on the device; they
+        are checked for NaN/inf every `_CHECK_EVERY` steps."""
+        torch = _torch()
+        n_batches = math.ceil(len(self.pair_users) / self.cfg.batch_size)
+        losses = torch.zeros(n_batches, device=self.device)
+        sizes = torch.zeros(n_batches, device=self.device)
+        batches = self._batches()
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            batches = tqdm(batches, total=n_batches, desc=f"mf epoch {epoch}", unit="batch",
+                           leave=False)
+        checked = 0
+        for step, batch in enumerate(batches):
+            losses[step] = self._step(batch)
+            sizes[step] = len(batch)
+            if step + 1 - checked >= _CHECK_EVERY or step + 1 == n_batches:
+                self._check_finite(losses[checked:step + 1], epoch, checked)
+                checked = step + 1
+        loss = float((losses * sizes).sum() / sizes.sum())
+        if self.cfg.reg > 0 and self.cfg.reg_mode == "full_table":  # at the epoch's end
+            with torch.no_grad():
+                loss += self.cfg.reg / 2 * sum(float(torch.linalg.vector_norm(w)) ** 2
+                                               for w in (self.model._users, self.model._items))
+        return loss
+
+    def _check_finite(self, losses, epoch: int, first_step: int) -> None:
+        torch = _torch()
+        bad = torch.nonzero(~torch.isfinite(losses))
+        if len(bad):
+            step = first_step + int(bad[0, 0]) + 1
+            raise NumericalError(
+                f"mf: the loss is {float(losses[bad[0, 0]])} at epoch {epoch}, step {step}; "
+                f"lower model.lr (now {self.optimizer.param_groups[0]['lr']:g}), raise "
+                "model.temperature or model.reg, or use model.similarity=cosine; the "
+                f"last good checkpoint is {self.checkpoint}")
+
+    def _step(self, batch):
+        """One optimizer step on a batch of training-pair ids; the batch's mean loss without
+        the `full_table` penalty (a 0-d tensor on the device, detached)."""
+        cfg, tables = self.cfg, (self.model._users, self.model._items)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self._batch_loss(batch)
+        loss.backward()
+        if cfg.reg > 0 and cfg.reg_mode == "full_table":
+            # (reg/2)‖W‖² over the whole tables: its gradient reg·W added in place (autograd
+            # would write four table-sized temporaries); `_epoch` records its value
+            for table in tables:
+                table.grad.add_(table.detach(), alpha=cfg.reg)
+        if cfg.grad_clip > 0:
+            _clip_grad_norm(tables, cfg.grad_clip)
+        self.optimizer.step()
+        return loss.detach()
+
+    def _batch_loss(self, batch):
+        """The batch's mean loss (with the L2 penalty of `batch_rows`; `_step` adds the
+        `full_table` one)."""
+        torch = _torch()
+        cfg, model, loss_fn = self.cfg, self.model, self.model.loss
+        users, positives = self.pair_users[batch], self.pair_items[batch]
+        user_rows = model._user_rows(users)
+        if cfg.dropout > 0:
+            keep = torch.rand(user_rows.shape, generator=self.generator,
+                              device=self.device) >= cfg.dropout
+            user_rows = user_rows * keep / (1.0 - cfg.dropout)
+        negatives = neg_logq = extra = None
+        if not loss_fn.full_catalogue:
+            negatives, neg_logq = self.sampler.negatives(users)
+        if loss_fn.positives:
+            extra = self.sampler.positives(users)
+        s_pos, s_neg, s_ppos = self._scores(user_rows, positives, negatives, extra)
+        if neg_logq is not None and neg_logq.ndim == 1:
+            neg_logq = neg_logq.expand(len(users), -1)
+        tau = self.sampler.tau_plus(users) if loss_fn.positives else 0.0
+        value = loss_fn(s_pos, s_neg, s_ppos, tau, neg_logq, self.score_floor).mean()
+        if cfg.reg > 0 and cfg.reg_mode == "batch_rows":
+            rows = torch.cat([model._users[users], model._items[positives]])
+            value = value + cfg.reg / 2 * (rows ** 2).sum()
+        return value
+
+    def _scores(self, user_rows, positives, negatives, extra):
+        """s_pos (B,), s_neg (B, N) and s_ppos (B, M) or None, divided by the temperature.
+        The item table is normalised once per step, and every item score of the step comes
+        from one product, so its backward pass writes the table's gradient once: the full
+        product (full-catalogue losses), one gather of the batch's rows (shared negatives), or
+        one `sampled_dot` (per-example negatives)."""
+        torch = _torch()
+        items = self.model._item_table()
+        t, batch = self.cfg.temperature, len(positives)
+        if negatives is None:  # full catalogue
+            scores = user_rows @ items.T / t
+            s_pos = scores.gather(1, positives[:, None])[:, 0]
+            return s_pos, scores, None if extra is None else scores.gather(1, extra)
+        if negatives.ndim == 1:  # shared by the batch
+            parts = [positives, negatives] + ([] if extra is None else [extra.reshape(-1)])
+            rows = items[torch.cat(parts)]
+            s_pos = (user_rows * rows[:batch]).sum(-1) / t
+            s_neg = user_rows @ rows[batch:batch + len(negatives)].T / t
+            s_ppos = None if extra is None else (
+                rows[batch + len(negatives):].view(batch, -1, rows.shape[1])
+                * user_rows[:, None, :]).sum(-1) / t
+            return s_pos, s_neg, s_ppos
+        parts = [positives[:, None], negatives] + ([] if extra is None else [extra])
+        scores = sampled_dot(user_rows, items, torch.cat(parts, 1)) / t
+        n = negatives.shape[1]
+        return scores[:, 0], scores[:, 1:1 + n], None if extra is None else scores[:, 1 + n:]

@@ -1,0 +1,166 @@
+"""Samplers and priors of the MF trainer (spec/losses.md §0, §5): the items drawn for each training
+pair, the extra positives of the debiased losses and the positive-class prior τ⁺_u.
+
+Negatives: uniform over all items (the default; may hit the user's own positives, as the
+debiasing derivation and SimpleX assume), uniform over the user's unlabelled items, or ∝
+popularity^β. `per_example`: N items for every (user, positive) pair (the published protocol);
+`shared`: N items for the whole batch, scored by one (B × d)·(d × N) product instead of a B·N
+gather: a different sampling scheme (every row sees the same negatives), an order of magnitude
+faster. Positives (debiased losses): M items uniform from the user's training items, with
+replacement (the anchor may be among them). All draws are vectorised torch on the training
+device from one `torch.Generator` seeded by the run seed; a new draw every step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+
+from linrec.errors import ConfigError
+from linrec.params import Params, param
+
+if TYPE_CHECKING:
+    import torch
+
+POOLS = ("all", "unlabeled", "popularity")
+MODES = ("per_example", "shared")
+PRIORS = ("ratio_alpha", "count_k", "fixed")
+#: τ⁺ is clipped to [0, 1 − 1e-6] in every prior mode (spec §0)
+TAU_MAX = 1.0 - 1e-6
+#: rows redrawn at most this many rounds for pool "unlabeled" before giving up (a user with
+#: almost every item is reported, not looped on)
+_MAX_REDRAWS = 100
+
+
+@dataclass
+class SamplingConfig(Params):
+    """model.sampling: negatives, positives and the τ⁺ prior of the debiased losses."""
+
+    where = "model.sampling"
+
+    negatives: str = param("per_example", choices=MODES,
+                           doc="per_example (published) | shared (one set per batch, faster)")
+    n_negatives: int = param(800, ge=1, doc="N; 800 in the dissertation and SimpleX")
+    pool: str = param("all", choices=POOLS, doc="all | unlabeled | popularity")
+    popularity_beta: float = param(1.0, ge=0, doc="q_j ∝ popularity_j^β (pool popularity)")
+    n_positives: int = param(20, ge=1, doc="M for the debiased losses; 10 / 20 / 50 (Table 20)")
+    prior: str = param("ratio_alpha", choices=PRIORS)
+    prior_alpha: float = param(1.0, ge=0, doc="ratio_alpha: τ⁺_u = (1 + α)|I_u|/|I|")
+    prior_k: int = param(20, ge=0, doc="count_k: τ⁺_u = (|I_u| + K)/|I|")
+    tau_plus: float = param(1e-3, ge=0, lt=1, doc="fixed: τ⁺")
+
+    def check(self) -> None:
+        if self.negatives == "shared" and self.pool == "unlabeled":
+            raise ConfigError("model.sampling.pool=unlabeled needs per-example negatives (each "
+                              "row excludes its own user's items); use negatives=per_example")
+
+
+class TrainingSampler:
+    """Draws for one training matrix (users x items CSR, binary) on `device`.
+
+    `negatives(users)` -> (items, log q): int64 (B, N) (per_example) or (N,) (shared), and the log
+    sampling probability of each drawn item (same shape); `positives(users)` -> int64 (B, M);
+    `tau_plus(users)` -> float (B,)."""
+
+    def __init__(self, config: SamplingConfig, train: sp.csr_matrix, device: str,
+                 generator: torch.Generator) -> None:
+        import torch
+
+        self.config, self.device, self.generator = config, device, generator
+        self.n_items = train.shape[1]
+        counts = np.diff(train.indptr)
+        self._indptr = torch.as_tensor(train.indptr, dtype=torch.int64, device=device)
+        self._indices = torch.as_tensor(train.indices, dtype=torch.int64, device=device)
+        self._counts = torch.as_tensor(counts, dtype=torch.int64, device=device)
+        if config.pool == "popularity":
+            popularity = np.asarray((train != 0).sum(axis=0), dtype=np.float64).ravel()
+            weights = np.maximum(popularity, 0.0) ** config.popularity_beta
+            if weights.sum() <= 0:
+                raise ConfigError("model.sampling.pool=popularity: no item has a training "
+                                  "interaction")
+            probs = np.maximum(weights / weights.sum(), 1e-12)  # q_j > 0 (spec §1.2)
+            self._probs = torch.as_tensor(probs / probs.sum(), dtype=torch.float64,
+                                          device=device)
+            self._logq = torch.log(self._probs).to(torch.float32)
+        if config.pool == "unlabeled":
+            full = counts >= self.n_items
+            if full.any():
+                raise ConfigError(f"model.sampling.pool=unlabeled: user {int(np.argmax(full))} "
+                                  "has interacted with every item; nothing is left to draw")
+            # the user's items as sorted keys user * n_items + item, to test membership
+            rows = np.repeat(np.arange(train.shape[0], dtype=np.int64), counts)
+            keys = np.sort(rows * self.n_items + train.indices.astype(np.int64))
+            self._keys = torch.as_tensor(keys, device=device)
+
+    # -- negatives -----------------------------------------------------------------------------
+
+    def negatives(self, users: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
+        n = self.config.n_negatives
+        shape = (n,) if self.config.negatives == "shared" else (len(users), n)
+        if self.config.pool == "popularity":
+            flat = torch.multinomial(self._probs, math.prod(shape), replacement=True,
+                                     generator=self.generator)
+            items = flat.reshape(shape)
+            return items, self._logq[items]
+        items = torch.randint(self.n_items, shape, generator=self.generator, device=self.device)
+        if self.config.pool == "all":
+            return items, torch.full(shape, -math.log(self.n_items), device=self.device)
+        items = self._redraw_labeled(users, items)
+        pool = (self.n_items - self._counts[users]).to(torch.float32)
+        return items, (-torch.log(pool))[:, None].expand(shape)
+
+    def is_labeled(self, users: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+        """Whether items[b, j] is a training item of users[b]: bool, shape of items."""
+        import torch
+
+        query = users[:, None] * self.n_items + items
+        pos = torch.searchsorted(self._keys, query).clamp(max=len(self._keys) - 1)
+        return self._keys[pos] == query
+
+    def _redraw_labeled(self, users: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+        """Redraw every item that is one of its user's training items (uniform over the rest:
+        rejection sampling)."""
+        import torch
+
+        for _ in range(_MAX_REDRAWS):
+            hit = self.is_labeled(users, items)
+            if not hit.any():
+                return items
+            items[hit] = torch.randint(self.n_items, (int(hit.sum()),), generator=self.generator,
+                                       device=self.device)
+        raise ConfigError("model.sampling.pool=unlabeled: a user has almost every item; "
+                          "use pool=all")
+
+    # -- positives and the prior ---------------------------------------------------------------
+
+    def positives(self, users: torch.Tensor) -> torch.Tensor:
+        """M items uniform (with replacement) from each user's training items: int64 (B, M)."""
+        import torch
+
+        m = self.config.n_positives
+        counts = self._counts[users]
+        draws = torch.rand((len(users), m), generator=self.generator, dtype=torch.float64,
+                           device=self.device)
+        offsets = torch.minimum((draws * counts[:, None]).long(), counts[:, None] - 1)
+        return self._indices[self._indptr[users][:, None] + offsets]
+
+    def tau_plus(self, users: torch.Tensor) -> torch.Tensor:
+        """τ⁺_u (spec §0): count_k (|I_u| + K)/|I|, ratio_alpha (1 + α)|I_u|/|I|, or fixed;
+        clipped to [0, 1 − 1e-6]. float32 (B,)."""
+        import torch
+
+        counts = self._counts[users].to(torch.float32)
+        cfg = self.config
+        if cfg.prior == "count_k":
+            tau = (counts + cfg.prior_k) / self.n_items
+        elif cfg.prior == "ratio_alpha":
+            tau = (1.0 + cfg.prior_alpha) * counts / self.n_items
+        else:
+            tau = torch.full_like(counts, cfg.tau_plus)
+        return tau.clamp(0.0, TAU_MAX)
