@@ -23,7 +23,7 @@ from linrec.errors import ConfigError
 from linrec.eval.configs import EvalConfig
 from linrec.models.configs import MODEL_CONFIGS
 from linrec.models.losses import LOSS_CONFIGS
-from linrec.params import Params, param
+from linrec.params import Params, chosen_config, param
 from linrec.studies.configs import STUDY_CONFIGS
 
 RUN_SEED = "${seed}"
@@ -63,12 +63,8 @@ class RunConfig(Params):
                                   f"model {name!r} has none")
             self.model = dataclasses.replace(self.model, loss=self.loss)
             self.loss = self.model.loss
-        if isinstance(self.study, Mapping):
-            name = self.study.get("name")
-            if name not in STUDY_CONFIGS:
-                raise ConfigError(f"study.name={name!r} is unknown; known studies: "
-                                  f"{sorted(STUDY_CONFIGS)}")
-            self.study = STUDY_CONFIGS[name].from_mapping(self.study)
+        if self.study is not None:
+            self.study = chosen_config(self.study, STUDY_CONFIGS, "study")
 
 
 def run_config(cfg: Any) -> RunConfig:

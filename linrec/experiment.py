@@ -35,10 +35,10 @@ def fit_and_evaluate(config: RunConfig, model_config: Any, prepared: Any, *,
                           "a split that keeps the evaluation users in training")
     select_on = getattr(model_config, "select_on", "valid")
     if "select_on" in model_config.names() and getattr(split, select_on) is None:
-        raise ConfigError(f"{model_config.name}.select_on={select_on}: the data has no "
+        raise ConfigError(f"model.select_on={select_on}: the data has no "
                           "validation split; take one from the training rows "
                           "(data.split.valid_fraction=0.1) or select on the test users "
-                          f"({model_config.name}.select_on=test, the published protocol)")
+                          "(model.select_on=test, the published protocol)")
     t0 = time.perf_counter()
     model.fit(split.train, validation_score(split, eval_config, seed=config.seed, on=select_on))
     timings = {"fit": time.perf_counter() - t0}

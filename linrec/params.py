@@ -235,6 +235,21 @@ class Params:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
+def chosen_config(value: Any, configs: Mapping[str, type[P]], where: str,
+                  key: str = "name") -> P:
+    """The config of `configs` that the mapping `value` names by its `key` field, built from the
+    mapping (a config already of one of those types passes through). ConfigError with the
+    allowed names when the key is missing or unknown."""
+    if isinstance(value, tuple(configs.values())):
+        return value
+    if not isinstance(value, Mapping) or not value.get(key):
+        raise ConfigError(f"{where} must be a mapping with a {key!r} in {sorted(configs)}, got "
+                          f"{value!r}")
+    if value[key] not in configs:
+        raise ConfigError(f"{where}.{key}={value[key]!r} is unknown; allowed: {sorted(configs)}")
+    return configs[value[key]].from_mapping(value, where=where)
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, Params):
         return value.to_dict()

@@ -18,6 +18,7 @@ from linrec.params import (
     check_int,
     check_real,
     check_seed,
+    chosen_config,
     param,
 )
 
@@ -77,3 +78,30 @@ def test_params_normalise_and_check_every_field():
     ]:
         with pytest.raises(ConfigError, match=match):
             _Outer.from_mapping(values)
+
+
+@dataclass
+class _Apple(Params):
+    where = "fruit"
+    name: str = "apple"
+    size: int = param(1, ge=1)
+
+
+@dataclass
+class _Pear(Params):
+    where = "fruit"
+    name: str = "pear"
+
+
+def test_chosen_config_builds_the_named_config():
+    configs = {"apple": _Apple, "pear": _Pear}
+    assert chosen_config({"name": "apple", "size": 3}, configs, "fruit") == _Apple(size=3)
+    pear = _Pear()
+    assert chosen_config(pear, configs, "fruit") is pear
+    with pytest.raises(ConfigError, match=r"fruit.name='fig' is unknown; allowed: \['apple', "
+                                          r"'pear'\]"):
+        chosen_config({"name": "fig"}, configs, "fruit")
+    with pytest.raises(ConfigError, match=r"fruit must be a mapping with a 'name'"):
+        chosen_config({"size": 2}, configs, "fruit")
+    with pytest.raises(ConfigError, match=r"basket.size=0 is out of range"):
+        chosen_config({"name": "apple", "size": 0}, configs, "basket")

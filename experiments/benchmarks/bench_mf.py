@@ -28,6 +28,7 @@ import torch
 from linrec.data.splits import EvalSet
 from linrec.eval.exact import evaluate_exact
 from linrec.models.mf import MF, _Trainer
+from linrec.models.mf_ops import keep_freed_memory
 
 
 def gowalla_like(n_users: int, n_items: int, n_pairs: int, seed: int = 0) -> sp.csr_matrix:
@@ -80,6 +81,7 @@ def main() -> None:
     args = parser.parse_args()
     n_users, n_items, n_pairs = (3000, 4000, 80_000) if args.quick else (29_858, 40_981, 810_128)
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as the trainer does: the reference runs under the same allocator
     train = gowalla_like(n_users, n_items, n_pairs)
     batch_size, n_neg, dim = 512, 800, 64
     steps_per_epoch = -(-train.nnz // batch_size)

@@ -8,13 +8,12 @@ data.path=/data/ml-1m.zip` needs no `data.source.` prefix.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from linrec.errors import ConfigError
-from linrec.params import Params, param
+from linrec.params import Params, chosen_config, param
 
 # --- sources ----------------------------------------------------------------------------------
 
@@ -242,18 +241,6 @@ class FiltersConfig(Params):
     iterative: bool = param(True, doc="repeat the k-core until stable")
 
 
-def _typed(value: Any, configs: Mapping[str, type[Params]], key: str, where: str) -> Params:
-    """A source or split config from its mapping, chosen by its `key` field."""
-    if isinstance(value, tuple(configs.values())):
-        return value
-    if not isinstance(value, Mapping) or not value.get(key):
-        raise ConfigError(f"{where} must be a mapping with a {key!r} in {sorted(configs)}, got "
-                          f"{value!r}")
-    if value[key] not in configs:
-        raise ConfigError(f"{where}.{key}={value[key]!r} is unknown; allowed: {sorted(configs)}")
-    return configs[value[key]].from_mapping(value, where=where)
-
-
 @dataclass
 class DataConfig(Params):
     """data: where the interactions come from, how they are filtered and split, whether the
@@ -273,8 +260,8 @@ class DataConfig(Params):
     SHORTCUTS: ClassVar[tuple[str, ...]] = ("path", "variant", "download")
 
     def check(self) -> None:
-        self.source = _typed(self.source, SOURCE_CONFIGS, "name", "data.source")
-        self.split = _typed(self.split, SPLIT_CONFIGS, "kind", "data.split")
+        self.source = chosen_config(self.source, SOURCE_CONFIGS, "data.source", "name")
+        self.split = chosen_config(self.split, SPLIT_CONFIGS, "data.split", "kind")
         self.resolved_source()  # a shortcut the source does not have fails now
 
     def resolved_source(self) -> SourceConfig:

@@ -20,7 +20,7 @@ import numpy as np
 
 from linrec.errors import ConfigError
 from linrec.models.samplers import SamplingConfig
-from linrec.params import FLOAT_DTYPES, Params, param
+from linrec.params import FLOAT_DTYPES, Params, chosen_config, param
 
 SOLVERS = ("cholesky", "cg")
 BACKENDS = ("torch", "numpy")
@@ -402,18 +402,14 @@ class MFConfig(ModelConfig):
 
     def check(self) -> None:
         super().check()
-        from linrec.models.losses import LOSS_CONFIGS, LossConfig
+        from linrec.models.losses import LOSS_CONFIGS
 
         if self.loss is None:
             self.loss = _default_loss()
-        if isinstance(self.loss, Mapping):
-            name = self.loss.get("name")
-            if name not in LOSS_CONFIGS:
-                raise ConfigError(f"loss={name!r} is unknown; known losses: "
-                                  f"{', '.join(LOSS_CONFIGS)}")
-            self.loss = LOSS_CONFIGS[name].from_mapping(self.loss)
-        if not isinstance(self.loss, LossConfig):
-            raise ConfigError(f"mf.loss={self.loss!r} must be a loss config (loss=<name>)")
+        self.loss = chosen_config(self.loss, LOSS_CONFIGS, "loss")
+        if self.loss.cosine and self.similarity != "cosine":
+            raise ConfigError(f"loss {self.loss.name} is defined for cosine scores: set "
+                              f"model.similarity=cosine (now {self.similarity})")
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ConfigError(f"mf.device={self.device!r} is not allowed; allowed: cpu, cuda, "
                               "cuda:<n>")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from linrec.errors import ConfigError
-from linrec.params import Params, param
+from linrec.params import Params, chosen_config, param
 
 if TYPE_CHECKING:
     import torch
@@ -42,9 +42,6 @@ class LossConfig(Params):
     cosine: ClassVar[bool] = False
 
     name: str = ""
-
-    def label(self) -> str:
-        return self.name or self.where
 
     def check(self) -> None:
         expected = type(self).__dataclass_fields__["name"].default
@@ -76,19 +73,6 @@ def _torch():
 
 
 # --- listwise (spec §1) ------------------------------------------------------------------------
-
-
-@dataclass
-class SoftmaxLoss(LossConfig):
-    """Full softmax (eq. 77): −s_pos + log Σ_{j∈I} e^{s_j}, the denominator over every item
-    (the user's other positives included)."""
-
-    full_catalogue = True
-    name: str = "softmax"
-
-    def __call__(self, s_pos, s_neg, s_ppos=None, tau_plus=0.0, neg_logq=None,
-                 score_floor=-math.inf):
-        return -s_pos + _torch().logsumexp(s_neg, dim=1)
 
 
 @dataclass
@@ -165,6 +149,15 @@ class MINELoss(LossConfig):
     def __call__(self, s_pos, s_neg, s_ppos=None, tau_plus=0.0, neg_logq=None,
                  score_floor=-math.inf):
         return -s_pos + _torch().logsumexp(s_neg, dim=1)
+
+
+@dataclass
+class SoftmaxLoss(MINELoss):
+    """Full softmax (eq. 77): −s_pos + log Σ_{j∈I} e^{s_j}, MINE's formula with the denominator
+    over every item (the positive and the user's other positives included)."""
+
+    full_catalogue = True
+    name: str = "softmax"
 
 
 @dataclass
@@ -326,6 +319,4 @@ LOSS_CONFIGS: dict[str, type[LossConfig]] = {
 
 def loss_config(name: str, **params) -> LossConfig:
     """The checked config of loss `name` (ConfigError listing the known losses otherwise)."""
-    if name not in LOSS_CONFIGS:
-        raise ConfigError(f"loss={name!r} is unknown; known losses: {', '.join(LOSS_CONFIGS)}")
-    return LOSS_CONFIGS[name].from_mapping({**params, "name": name})
+    return chosen_config({**params, "name": name}, LOSS_CONFIGS, "loss")

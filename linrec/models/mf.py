@@ -154,9 +154,6 @@ class MF(Recommender):
 
     def _check_config(self) -> None:
         loss = self.loss
-        if loss.cosine and self.similarity != "cosine":
-            raise ConfigError(f"loss {loss.name} is defined for cosine scores: set "
-                              f"model.similarity=cosine (now {self.similarity})")
         if loss.name in ("mine", "infonce_plus") and self.similarity == "dot":
             log.warning("loss %s with dot-product scores is unbounded below (spec §1.5): "
                         "expect diverging embeddings unless reg is large; cosine is safer",

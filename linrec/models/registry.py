@@ -11,6 +11,7 @@ from typing import Any
 from linrec.errors import ConfigError
 from linrec.models.base import Recommender
 from linrec.models.configs import MODEL_CONFIGS, ModelConfig
+from linrec.params import chosen_config
 
 #: every model name
 MODELS: tuple[str, ...] = tuple(MODEL_CONFIGS)
@@ -18,10 +19,7 @@ MODELS: tuple[str, ...] = tuple(MODEL_CONFIGS)
 
 def model_config(name: str, **params: Any) -> ModelConfig:
     """The checked config of model `name` (ConfigError listing the known names otherwise)."""
-    if name not in MODEL_CONFIGS:
-        raise ConfigError(f"model.name={name!r} is unknown; known models: "
-                          f"{', '.join(sorted(MODEL_CONFIGS))}")
-    return MODEL_CONFIGS[name].from_mapping({**params, "name": name})
+    return chosen_config({**params, "name": name}, MODEL_CONFIGS, "model")
 
 
 def model_class(name: str) -> type[Recommender]:

@@ -43,14 +43,21 @@ def point_dir(point: Mapping[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in point.items()) or "default"
 
 
-def write_study_run(run_dir: Path, config: Any, prepared: Any, *, label: str, model: str,
-                    report: Any, timings: Mapping[str, float],
-                    point: Mapping[str, Any] | None = None,
+def write_study_run(run_dir: Path, config: Any, prepared: Any, *, label: str,
+                    model: Mapping[str, Any], report: Any, timings: Mapping[str, float],
+                    point: Mapping[str, Any] | None = None, data: Any = None,
                     training: Mapping[str, Any] | None = None) -> Path:
     """Write one run of a study (results.json and ranks) under `run_dir`, recorded as part of
-    the study with its label and grid point (and a trained model's log)."""
-    record = run_record(dataset=dataset_record(prepared), model=model,
-                        report=report, timings=timings, config=config.to_dict(),
+    the study with its label and grid point (and a trained model's log). `model`: the fields of
+    the model this run trained (with its name); `data`: the run's data config where the study
+    has several datasets. The recorded config is the study's with these in place of its model
+    and data blocks, so that each results.json describes its own run."""
+    run_config = config.to_dict()
+    run_config["model"] = dict(model)
+    if data is not None:
+        run_config["data"] = data.to_dict() if hasattr(data, "to_dict") else dict(data)
+    record = run_record(dataset=dataset_record(prepared), model=model["name"],
+                        report=report, timings=timings, config=run_config,
                         seed=config.seed, study={"name": config.study.name, "label": label,
                                                  "point": dict(point or {})},
                         training=training)

@@ -89,6 +89,11 @@ def _scorers(family: Mapping[str, Any], train: sp.csr_matrix, label: str,
         yield point, model, seconds
 
 
+def _point_model(family: Mapping[str, Any], point: Mapping[str, Any]) -> dict[str, Any]:
+    """The model fields of one grid point: the family's model, fixed params and the point."""
+    return {"name": family["model"], **dict(family.get("params", {})), **point}
+
+
 def _check_report_keys(report: list[str], config: Any, n_items: int) -> None:
     """Every reported metric must be one the eval block computes."""
     ks = set(config.eval.ks_for(n_items))
@@ -129,7 +134,7 @@ def run(config: Any, run_dir: Path) -> float | None:
             report = evaluate(scorer, split, on_valid, seed=config.seed, users_known=users_known)
             selection = report.selection_metric
             write_study_run(run_dir / "runs" / label / point_dir(point), config, prepared,
-                            label=label, model=family["model"], report=report,
+                            label=label, model=_point_model(family, point), report=report,
                             timings={"fit": seconds, "evaluate": report.seconds}, point=point)
             grid_rows.append({**point, selection: report.selection_value})
             if best is None or report.selection_value > best[2].selection_value:
@@ -143,7 +148,7 @@ def run(config: Any, run_dir: Path) -> float | None:
                           selection_metric=selection, selection_split="valid",
                           seconds=valid_report.seconds + test_report.seconds)
         write_study_run(run_dir / "runs" / label / point_dir(point), config, prepared,
-                        label=label, model=family["model"], report=both,
+                        label=label, model=_point_model(family, point), report=both,
                         timings={"fit": seconds, "evaluate": both.seconds}, point=point)
         valid = valid_report.splits["valid"].exact
         test = test_report.splits["test"].exact

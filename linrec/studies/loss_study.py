@@ -84,8 +84,8 @@ def run(config: Any, run_dir: Path) -> None:
         for label, model_config in models.items():
             model, report, timings = fit_and_evaluate(config, model_config, prepared[ds_label])
             write_study_run(run_dir / "runs" / ds_label / label, config, prepared[ds_label],
-                            label=label,
-                            model=model_config.name, report=report, timings=timings,
+                            label=label, model=model_config.to_dict(), report=report,
+                            timings=timings, data=data_config,
                             point={"dataset": ds_label, "loss": model_config.loss.name},
                             training=training_record(model))
             test = report.splits["test"].exact

@@ -80,7 +80,7 @@ def run(config: Any, run_dir: Path) -> None:
         _, report, timings = fit_and_evaluate(config, model_config, prepared,
                                               eval_config=eval_config)
         write_study_run(run_dir / "runs" / label, config, prepared, label=label,
-                        model=model_config.name, report=report, timings=timings)
+                        model=model_config.to_dict(), report=report, timings=timings)
         tests[label] = report.splits["test"]
         log.info("sampling study: %s done", label)
     labels = list(tests)

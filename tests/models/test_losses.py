@@ -228,11 +228,11 @@ def test_stable_at_small_temperatures_and_huge_logits(name, scale):
 
 
 @pytest.mark.parametrize("name, params, match", [
-    ("ccl", {"margin": 1.0}, r"ccl.margin=1.0 is out of range; allowed: a number > -1 and < 1"),
+    ("ccl", {"margin": 1.0}, r"loss.margin=1.0 is out of range; allowed: a number > -1 and < 1"),
     ("ccl", {"margin": -1.5}, "margin"),
     ("mine_plus", {"negative_weight": 0.0}, "negative_weight"),
     ("bpr", {"reduction": "max"}, r"reduction='max' is not allowed"),
-    ("nosuch", {}, "loss='nosuch' is unknown; known losses: softmax"),
+    ("nosuch", {}, r"loss.name='nosuch' is unknown; allowed: \['bpr', 'ccl'"),
 ])
 def test_bad_loss_settings(name, params, match):
     with pytest.raises(ConfigError, match=match):

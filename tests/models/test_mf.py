@@ -18,12 +18,16 @@ FAST = {"lr": 0.01, "init_std": 0.1, "batch_size": 256, "sampling": {"n_negative
 EVAL = EvalConfig(ks=(10, 20), selection="ndcg@20", sampled={"enabled": False})
 
 
-@pytest.fixture(scope="module")
-def split():
-    return prepare_data({"source": {"name": "synthetic", "n_users": 300, "n_items": 120,
-                                    "mean_user_interactions": 15.0, "seed": 2},
+def synthetic_split(n_users: int, n_items: int, mean_user_interactions: float):
+    return prepare_data({"source": {"name": "synthetic", "n_users": n_users, "n_items": n_items,
+                                    "mean_user_interactions": mean_user_interactions, "seed": 2},
                          "split": {"kind": "holdout", "valid_fraction": 0.15},
                          "cache": False}).split
+
+
+@pytest.fixture(scope="module")
+def split():
+    return synthetic_split(300, 120, 15.0)
 
 
 def fit(split, tmp_path, name: str = "run", validation: bool = True, **params):
@@ -131,10 +135,7 @@ def test_a_diverging_loss_names_the_epoch_and_step_and_keeps_the_last_checkpoint
 @pytest.fixture(scope="module")
 def larger_split():
     """Enough data per item (600 x 200, ~20 items per user) for MF to beat popularity."""
-    return prepare_data({"source": {"name": "synthetic", "n_users": 600, "n_items": 200,
-                                    "mean_user_interactions": 20.0, "seed": 2},
-                         "split": {"kind": "holdout", "valid_fraction": 0.15},
-                         "cache": False}).split
+    return synthetic_split(600, 200, 20.0)
 
 
 #: settings for 40 negatives on 200 items (the published ones are for 800 of 40 000): the
@@ -177,14 +178,31 @@ def test_strong_generalization_is_refused_without_a_fold_in(split, tmp_path):
     ({"loss": {"name": "ccl"}, "similarity": "dot"}, "loss ccl is defined for cosine scores"),
     ({"temperature": 0.0}, "mf.temperature=0.0 is out of range"),
     ({"dim": 0}, "mf.dim=0 is out of range"),
-    ({"loss": {"name": "cclx"}}, "loss='cclx' is unknown"),
-    ({"loss": {"name": "ccl", "margin": 1.2}}, "ccl.margin=1.2 is out of range"),
+    ({"loss": {"name": "cclx"}}, "loss.name='cclx' is unknown"),
+    ({"loss": {"name": "ccl", "margin": 1.2}}, "loss.margin=1.2 is out of range"),
     ({"sampling": {"pool": "nearby"}}, "pool='nearby' is not allowed"),
     ({"device": "tpu"}, "mf.device='tpu' is not allowed"),
+    ({"sampling": {"tau_plus": 1.0, "prior": "fixed"}}, "sampling.tau_plus=1.0 is out of range"),
+    ({"sampling": {"tau_plus": -0.1}}, "sampling.tau_plus=-0.1 is out of range"),
+    ({"sampling": {"n_negatives": 0}}, "sampling.n_negatives=0 is out of range"),
+    ({"sampling": {"negatives": "batch"}}, "negatives='batch' is not allowed"),
+    ({"loss": {"name": "debiased_infonce"}, "similarity": "dot"}, "defined for cosine scores"),
 ])
 def test_bad_settings_are_clear_errors(split, tmp_path, params, match):
     with pytest.raises(ConfigError, match=match):
         MF(**params, checkpoint_dir=str(tmp_path / "bad")).fit(split.train)
+    assert not (tmp_path / "bad").exists()  # refused before anything is written
+
+
+def test_a_cosine_loss_with_dot_scores_fails_at_composition():
+    from hydra.errors import ConfigCompositionException
+
+    from tests.studies.conftest import compose_config
+
+    with pytest.raises((ConfigError, ConfigCompositionException), match="cosine"):
+        from linrec.config import run_config
+
+        run_config(compose_config("model=mf", "loss=ccl", "model.similarity=dot"))
 
 
 def test_gradient_clipping_matches_torch():

@@ -39,6 +39,7 @@ def test_linear_models_study(tmp_path):
     point = json.loads((tmp_path / "run" / "runs" / "lrr" / "rank=10,lam=10.0" / "results.json")
                        .read_text())
     assert point["study"]["point"] == {"rank": 10, "lam": 10.0}
+    assert point["config"]["model"] == {"name": "lrr", "rank": 10, "lam": 10.0}
     assert point["selection"]["split"] == "valid"
     lam = families["ease"]["best"]["lam"]
     chosen = json.loads((tmp_path / "run" / "runs" / "ease" / f"lam={lam}" / "results.json")

@@ -1,0 +1,71 @@
+"""experiment=loss_study end to end on two small synthetic datasets: every (dataset, loss) is a
+run with its training record, and the Table 12 layout (values in %, RI% of each debiased loss
+and of MINE / MINE+ over InfoNCE) agrees with the runs' own results.json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from linrec.experiment import run
+from tests.studies.conftest import compose_config
+
+DATASET = ("{{source: {{name: synthetic, n_users: 200, n_items: 80, mean_user_interactions: 12.0,"
+           " seed: {seed}}}, split: {{kind: holdout, valid_fraction: 0.15}}}}")
+
+
+@pytest.mark.slow
+def test_loss_study_table_matches_its_runs(tmp_path):
+    cfg = compose_config(
+        "experiment=loss_study", "quiet=true", "model.epochs=2", "model.batch_size=256",
+        "model.sampling.n_negatives=20", "model.sampling.n_positives=4",
+        "~study.datasets",
+        f"+study.datasets={{small: {DATASET.format(seed=1)}, other: {DATASET.format(seed=2)}}}",
+    )
+    run(cfg, run_dir=tmp_path / "run")
+    root = tmp_path / "run"
+    losses = ["ccl", "debiased_ccl", "mse", "debiased_mse", "infonce", "debiased_infonce",
+              "mine", "mine_plus"]
+    results = {}
+    for ds in ("small", "other"):
+        for loss in losses:
+            record = json.loads((root / "runs" / ds / loss / "results.json").read_text())
+            # each results.json describes its own run: its loss and its dataset
+            assert record["model"] == "mf" and record["config"]["model"]["loss"]["name"] == loss
+            assert record["config"]["data"]["source"]["seed"] == (1 if ds == "small" else 2)
+            assert record["study"]["point"] == {"dataset": ds, "loss": loss}
+            assert len(record["training"]["epochs"]) == 2
+            assert record["training"]["selected_on"] == "valid"
+            results[(ds, loss)] = record["splits"]["test"]["exact"]
+    table = (root / "tables" / "table12.csv").read_text().splitlines()
+    header = table[0].split(",")
+    rows = {(r.split(",")[0], r.split(",")[1]): dict(zip(header, r.split(","), strict=True))
+            for r in table[1:]}
+    assert header[-1] == "Average RI%"
+
+    def cell(loss, ds, metric):
+        return 100 * results[(ds, loss)][metric]
+
+    for name, biased, debiased in (("CCL", "ccl", "debiased_ccl"), ("MSE", "mse", "debiased_mse"),
+                                   ("InfoNCE", "infonce", "debiased_infonce")):
+        ris = []
+        for ds in ("small", "other"):
+            for metric in ("recall@20", "ndcg@20"):
+                column = f"{ds} {metric}"
+                assert float(rows[(name, "biased")][column]) == pytest.approx(
+                    cell(biased, ds, metric), abs=5e-5)
+                assert float(rows[(name, "debiased")][column]) == pytest.approx(
+                    cell(debiased, ds, metric), abs=5e-5)
+                ri = 100 * (cell(debiased, ds, metric) / cell(biased, ds, metric) - 1)
+                assert float(rows[(name, "RI%")][column].rstrip("%")) == pytest.approx(
+                    ri, abs=5e-3)
+                ris.append(ri)
+        assert float(rows[(name, "RI%")]["Average RI%"].rstrip("%")) == pytest.approx(
+            sum(ris) / len(ris), abs=5e-3)
+    for name, loss in (("MINE", "mine"), ("MINE+", "mine_plus")):
+        ri = 100 * (cell(loss, "small", "ndcg@20") / cell("infonce", "small", "ndcg@20") - 1)
+        assert float(rows[(name, "RI% (w.r.t. infonce)")]["small ndcg@20"].rstrip("%")) == \
+            pytest.approx(ri, abs=5e-3)
+    index = json.loads((root / "study.json").read_text())
+    assert set(index["dataset"]) == {"small", "other"}
