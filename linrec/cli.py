@@ -15,6 +15,8 @@ log = logging.getLogger("linrec")
 DEFAULT_REPORT_METRICS = "recall@20,recall@50,ndcg@20,ndcg@100,recall_trunc@20,auc"
 #: at most this many compositions check a sweep's overrides before Hydra runs it
 _MAX_PRECHECKS = 64
+#: what `hydra/sweeper=optuna` selects (conf/hydra/sweeper/linrec_optuna.yaml)
+OPTUNA_SWEEPER = "hydra/sweeper=linrec_optuna"
 
 
 def config_dir() -> str:
@@ -132,30 +134,63 @@ def precheck(argv: Sequence[str]) -> str | None:
 # the linrec command
 
 
-#: run directories of the jobs of this process's sweep that failed with a LinrecError
-_failed_jobs: list[str] = []
+def _skip_complete(plain: dict, run_dir: Path) -> tuple[bool, float | None]:
+    """(skip, returned value): a sweep job whose directory holds the complete result of this
+    config is not run again (linrec/sweeps.py); otherwise what an earlier attempt left is
+    removed first."""
+    from linrec import sweeps
+    from linrec.config import run_config
+
+    done = sweeps.complete_result(run_dir, run_config(plain).to_dict())
+    if done is not None:
+        log.info("%s: complete, skipped (+resume=false runs it again)", run_dir)
+        return True, sweeps.recorded_selection(done)
+    sweeps.clear_outputs(run_dir)
+    return False, None
 
 
 def _task(cfg) -> float | None:
-    """One Hydra job: run the experiment; a LinrecError becomes a one-line message and exit 2
-    (in a sweep: a FAILED marker, the message, and the next job; `main` exits 2 at the end)."""
+    """One Hydra job: run the experiment. A LinrecError becomes a one-line message and exit 2
+    (in a sweep: a FAILED marker, the message, and the next job; `main` exits 2 at the end); a
+    SIGTERM or SIGINT marks the job FAILED and stops. In a sweep a complete job is skipped."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
+    from omegaconf import OmegaConf
 
+    from linrec import sweeps
     from linrec.experiment import run
+    from linrec.params import check_bool
     from linrec.results import mark_failed
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
+    sweeping = hydra_cfg.mode == RunMode.MULTIRUN
     try:
-        return run(cfg, run_dir=run_dir, overrides=list(hydra_cfg.overrides.task))
+        plain = OmegaConf.to_container(cfg, resolve=True)
+        resume = check_bool(plain.pop("resume", True), "resume")
+        if sweeping and resume:
+            skip, value = _skip_complete(plain, run_dir)
+            if skip:
+                return value
+        elif sweeping:
+            sweeps.clear_outputs(run_dir)
+        n_jobs = sweeps.parallel_jobs(hydra_cfg) if sweeping else 1
+        with sweeps.signals_raise(), sweeps.thread_budget(n_jobs):
+            return run(plain, run_dir=run_dir, overrides=list(hydra_cfg.overrides.task))
     except LinrecError as exc:
         mark_failed(run_dir, f"{type(exc).__name__}: {exc}")
         print(f"linrec: error: {exc}", file=sys.stderr)
-        if hydra_cfg.mode != RunMode.MULTIRUN:
+        if not sweeping:
             sys.exit(2)
-        _failed_jobs.append(str(run_dir))
         return None
+    except (sweeps.Interrupted, KeyboardInterrupt) as exc:
+        import signal
+
+        signum = getattr(exc, "signum", signal.SIGINT)
+        name = signal.Signals(signum).name
+        mark_failed(run_dir, f"interrupted by {name}")
+        print(f"linrec: {run_dir}: interrupted by {name}, marked FAILED", file=sys.stderr)
+        sys.exit(128 + signum)
     except Exception as exc:  # an internal error: keep its traceback, still mark the run
         mark_failed(run_dir, f"{type(exc).__name__}: {exc}")
         raise
@@ -166,16 +201,23 @@ def main() -> None:
     import hydra
 
     from linrec.config import register_configs
+    from linrec.sweeps import failed_jobs_of_last_sweep, sweep_overrides
 
     register_configs()
     problem = precheck(sys.argv[1:])
     if problem:
         print(f"linrec: error: {problem}", file=sys.stderr)
         sys.exit(2)
+    # Hydra's own Optuna config minimizes and is unseeded: linrec's maximizes and resumes
+    sys.argv = [OPTUNA_SWEEPER if a == "hydra/sweeper=optuna" else a for a in sys.argv]
+    if {"-m", "--multirun"} & set(sys.argv[1:]):
+        sys.argv += sweep_overrides([a for a in sys.argv[1:] if not a.startswith("-")])
     hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_task)()
-    if _failed_jobs:
-        print(f"linrec: error: {len(_failed_jobs)} sweep job(s) failed (FAILED marker in "
-              f"{', '.join(_failed_jobs)})", file=sys.stderr)
+    failed = failed_jobs_of_last_sweep()
+    if failed:
+        listing = "\n  ".join(str(p) for p in failed)
+        print(f"linrec: error: {len(failed)} sweep job(s) failed (each has a FAILED marker with "
+              f"its error):\n  {listing}", file=sys.stderr)
         sys.exit(2)
 
 

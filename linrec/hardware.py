@@ -1,9 +1,12 @@
-"""What the machine offers, read in one place: the cores this process may use and the memory
-the OS reports as available."""
+"""What the machine offers, read in one place: the cores this process may use, the threads
+linrec may start, and the memory the OS reports as available."""
 
 from __future__ import annotations
 
 import os
+
+#: caps the threads of linrec's models and evaluator (set for each of several parallel jobs)
+THREADS_ENV = "LINREC_THREADS"
 
 
 def cpu_cores() -> int:
@@ -12,6 +15,18 @@ def cpu_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def thread_limit() -> int:
+    """The threads linrec may start: $LINREC_THREADS when set (a positive integer), else every
+    core this process may run on."""
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if value:
+        try:
+            return max(1, min(int(value), cpu_cores()))
+        except ValueError:
+            pass
+    return cpu_cores()
 
 
 def available_memory_bytes() -> int:

@@ -100,7 +100,7 @@ def environment_info() -> dict[str, Any]:
     versions of the libraries, thread settings, host and time."""
     from datetime import datetime, timezone
 
-    from linrec.hardware import cpu_cores
+    from linrec.hardware import cpu_cores, thread_limit
 
     info: dict[str, Any] = {
         "linrec": source_revision(),
@@ -110,6 +110,7 @@ def environment_info() -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "libraries": _library_versions(),
         "cpu_cores": cpu_cores(),
+        "linrec_threads": thread_limit(),
         "env_threads": {
             k: os.environ[k]
             for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")

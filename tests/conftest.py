@@ -1,12 +1,21 @@
 """Stand-ins shared by the tests of every package: scorers with known scores and a random
-evaluation set. (Import them with `from tests.conftest import ...`.)"""
+evaluation set (import them with `from tests.conftest import ...`); every test gets its own
+empty $LINREC_DATA."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from linrec.data.splits import EvalSet
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache_home(tmp_path_factory, monkeypatch):
+    """No test reads or writes the user's cache (splits, spectra, checkpoints): each gets an
+    empty $LINREC_DATA (tests that need one of their own set it again)."""
+    monkeypatch.setenv("LINREC_DATA", str(tmp_path_factory.mktemp("linrec-data")))
 
 
 class FixedScores:

@@ -98,8 +98,9 @@ def test_a_failing_sweep_job_does_not_stop_the_sweep(tmp_path):
     assert "Traceback" not in proc.stderr
     failed = sorted((tmp_path / "sweep").rglob("FAILED"))
     results = sorted((tmp_path / "sweep").rglob("results.json"))
-    assert [p.parent.name[:2] for p in failed] == ["0_"]
-    assert [p.parent.name[:2] for p in results] == ["1_"]
+    assert [p.parent.name for p in failed] == ["model.lam=-1"]
+    assert [p.parent.name for p in results] == ["model.lam=10"]
+    assert "model.lam=-1" in proc.stderr  # the failed jobs are listed
 
 
 @pytest.mark.parametrize(

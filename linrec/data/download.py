@@ -26,6 +26,7 @@ from http.client import HTTPException
 from pathlib import Path
 
 from linrec.atomic import make_dir_readable, write_text_atomic
+from linrec.cache import cache_home, file_lock
 from linrec.errors import ConfigError, DownloadError
 
 log = logging.getLogger(__name__)
@@ -45,11 +46,8 @@ class RemoteFile:
 
 
 def data_home(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The cache root: `cache_dir`, else `$LINREC_DATA`, else `~/.cache/linrec`."""
-    if cache_dir is not None:
-        return Path(cache_dir).expanduser()
-    env = os.environ.get("LINREC_DATA")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "linrec"
+    """The cache root (linrec.cache.cache_home)."""
+    return cache_home(cache_dir)
 
 
 def download_path(filename: str, cache_dir: str | os.PathLike | None = None) -> Path:
@@ -103,7 +101,7 @@ def _fetch(
 ) -> Path:
     target = download_path(filename, cache_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(target.with_name(filename + ".lock")):
+    with file_lock(target.with_name(filename + ".lock")):
         if target.exists():
             _verify_existing(target, url, sha256)
             return target
@@ -297,18 +295,3 @@ def _progress(label: str, total: int | None, initial: int) -> Iterator:
         yield lambda n: None
 
 
-@contextlib.contextmanager
-def _file_lock(lock_path: Path) -> Iterator[None]:
-    """Exclusive lock so that parallel runs (multirun launchers) do not fetch the same file
-    twice into one .part; a no-op where fcntl is missing."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    with open(lock_path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from linrec.atomic import atomic_open
+from linrec.cache import cache_home
 from linrec.data.configs import DataConfig, FiltersConfig, PredefinedSplit, SplitConfig
 from linrec.data.filters import apply_filters
 from linrec.data.interactions import Interactions, PredefinedSplitData
@@ -109,8 +109,7 @@ def cache_path(config: DataConfig | Mapping[str, Any]) -> Path:
     except (TypeError, ValueError) as err:
         raise ConfigError(f"data config is not plain JSON data ({err})") from err
     digest = hashlib.sha256(canonical.encode()).hexdigest()[:16]
-    root = Path(os.environ.get("LINREC_DATA") or Path.home() / ".cache" / "linrec").expanduser()
-    return root / "splits" / f"{digest}.npz"
+    return cache_home() / "splits" / f"{digest}.npz"
 
 
 def _file_fingerprint(path: Any) -> list[list[Any]]:

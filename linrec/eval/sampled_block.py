@@ -35,7 +35,7 @@ from linrec.eval.simulate import (
     simulate_adaptive_ranks,
     simulate_sampled_ranks,
 )
-from linrec.hardware import cpu_cores
+from linrec.hardware import thread_limit
 
 #: estimators whose prior is the MLE / MES of the same sampled ranks (per-run prior)
 PRIOR_VARIANTS = ("bv_mle", "mn_mle", "bv_mes", "mn_mes")
@@ -118,7 +118,7 @@ def estimate_samples(names, samples, *, n_items: int, scheme: str = "binomial"
         return out
 
     if per_sample and samples:
-        workers = max(1, min(len(samples), cpu_cores()))
+        workers = max(1, min(len(samples), thread_limit()))
         with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
             for result in pool.map(one_sample, zip(samples, priors, strict=True)):
                 for name, (p_hat, elapsed) in result.items():

@@ -29,7 +29,7 @@ from scipy.linalg import lapack
 from threadpoolctl import ThreadpoolController
 
 from linrec.errors import ConfigError, MemoryBudgetError
-from linrec.hardware import available_memory_bytes, cpu_cores
+from linrec.hardware import available_memory_bytes, thread_limit
 from linrec.params import check_float_dtype
 
 #: n at and above which `spd_inverse` uses the blocked GEMM path (see the module docstring)
@@ -66,10 +66,11 @@ def check_dense_memory(n: int, dtype: np.dtype | str, n_matrices: float, what: s
 
 def thread_count(num_threads: int | None = 0) -> int:
     """The threads a model uses: `num_threads` when > 0, else every core this process may run on
-    (0 or None: all cores). The one place where linrec turns a thread setting into a count."""
+    or $LINREC_THREADS when set (0 or None). The one place where linrec turns a thread setting
+    into a count."""
     if num_threads:
         return max(1, int(num_threads))
-    return cpu_cores()
+    return thread_limit()
 
 
 def gram_block(Xt: sp.csr_matrix, X: sp.csr_matrix, start: int, stop: int,

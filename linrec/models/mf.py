@@ -24,7 +24,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from linrec.atomic import atomic_open
+from linrec.cache import cache_home
 from linrec.errors import ConfigError, NumericalError
 from linrec.models.base import Recommender, Validation, binary_pattern
 from linrec.models.configs import MFConfig
@@ -252,8 +252,7 @@ class _Trainer:
     def _checkpoint_path(self) -> Path:
         if self.cfg.checkpoint_dir:
             return Path(self.cfg.checkpoint_dir).expanduser() / CHECKPOINT_FILE
-        root = Path(os.environ.get("LINREC_DATA") or Path.home() / ".cache" / "linrec")
-        return root.expanduser() / "checkpoints" / self._fingerprint()[:16] / CHECKPOINT_FILE
+        return cache_home() / "checkpoints" / self._fingerprint()[:16] / CHECKPOINT_FILE
 
     def _state(self) -> dict[str, Any]:
         return {"users": self.model._users.detach().clone(),

@@ -21,7 +21,9 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
+from linrec.cache import file_lock
 from linrec.errors import ConfigError, DataError
+from linrec.models import spectrum_store
 from linrec.models.base import Recommender, Validation, check_foldin, check_train
 from linrec.models.configs import ClosedFormMFConfig, LRRConfig, PureSVDConfig, RidgeConfig
 from linrec.models.linalg import check_dense_memory, gram
@@ -106,7 +108,8 @@ def compute_spectrum(train: sp.csr_matrix, dtype: np.dtype | str = np.float64,
     returned as float64). rank: None for the full spectrum; otherwise at least `rank` leading
     components are returned (a partial `scipy.linalg.eigh(subset_by_index=...)` when that is
     cheaper, i.e. rank <= 0.2 n_items; else the full spectrum). Results are cached per training
-    matrix content (a small LRU of 2 entries); a cached spectrum with enough components is reused.
+    matrix content (a small LRU of 2 entries, and on disk for the other processes of a sweep:
+    linrec.models.spectrum_store); a cached spectrum with enough components is reused.
     Raises MemoryBudgetError (with the estimate) before any work when G and the eigh workspace
     would not fit. Ties at a cut: the caller must not cut inside a group of equal eigenvalues.
     """
@@ -126,7 +129,30 @@ def compute_spectrum(train: sp.csr_matrix, dtype: np.dtype | str = np.float64,
         if cached.n_components >= needed:
             _SPECTRUM_CACHE.move_to_end(key)
             return cached
+    if key is not None and spectrum_store.enabled():
+        # shared with the other processes of a sweep: the first computes, the others read
+        stored = spectrum_store.load(key[0], dtype, needed)
+        if stored is None:
+            with file_lock(spectrum_store.lock_path(key[0], dtype)):
+                stored = spectrum_store.load(key[0], dtype, needed)
+                if stored is None:
+                    spectrum = _decompose(train, dtype, needed)
+                    spectrum_store.save(key[0], dtype, spectrum.eigenvalues, spectrum.vectors)
+                    stored = spectrum.eigenvalues, spectrum.vectors
+        spectrum = Spectrum(eigenvalues=stored[0], vectors=stored[1])
+    else:
+        spectrum = _decompose(train, dtype, needed)
+    if key is not None:
+        _SPECTRUM_CACHE[key] = spectrum
+        _SPECTRUM_CACHE.move_to_end(key)
+        while len(_SPECTRUM_CACHE) > _CACHE_SIZE:
+            _SPECTRUM_CACHE.popitem(last=False)
+    return spectrum
 
+
+def _decompose(train: sp.csr_matrix, dtype: np.dtype, needed: int) -> Spectrum:
+    """The eigendecomposition itself (compute_spectrum's docstring), read-only arrays."""
+    n_items = train.shape[1]
     check_dense_memory(
         n_items, dtype, _EIGH_DENSE_MATRICES, what="eigendecomposition of the item Gram matrix",
         alternative="Use float32, a dataset with fewer items, or a partial rank.",
@@ -143,16 +169,10 @@ def compute_spectrum(train: sp.csr_matrix, dtype: np.dtype | str = np.float64,
     # ascending -> descending (spec §2.2); copy makes the flipped columns contiguous
     eigenvalues = np.maximum(values[::-1].astype(np.float64), 0.0)
     vectors = np.ascontiguousarray(vectors[:, ::-1], dtype=dtype)
-    # shared through the cache: read-only so that no model can alter another's spectrum
+    # shared through the caches: read-only so that no model can alter another's spectrum
     eigenvalues.flags.writeable = False
     vectors.flags.writeable = False
-    spectrum = Spectrum(eigenvalues=eigenvalues, vectors=vectors)
-    if key is not None:
-        _SPECTRUM_CACHE[key] = spectrum
-        _SPECTRUM_CACHE.move_to_end(key)
-        while len(_SPECTRUM_CACHE) > _CACHE_SIZE:
-            _SPECTRUM_CACHE.popitem(last=False)
-    return spectrum
+    return Spectrum(eigenvalues=eigenvalues, vectors=vectors)
 
 
 # --------------------------------------------------------------------------------------------

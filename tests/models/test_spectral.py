@@ -549,3 +549,64 @@ def test_mf_lambda_defaults_to_the_singular_value_at_the_rank_cut(train):
     np.testing.assert_allclose(auto.filter_, explicit.filter_, rtol=1e-12)
     np.testing.assert_allclose(auto.filter_, 1.0 - sigma[9] / sigma[:auto.filter_.size])
     assert auto.filter_.size == 9  # f_k = 0: the taper ends at the cut
+
+
+def test_a_spectrum_is_shared_through_the_disk_cache_by_other_processes(tmp_path, monkeypatch):
+    """A second process (here: an emptied in-memory cache) reads the stored spectrum instead of
+    decomposing again; a larger rank request than stored decomposes and stores again."""
+    import linrec.models.spectral as spectral
+    from linrec.models import spectrum_store
+
+    monkeypatch.setenv("LINREC_DATA", str(tmp_path))
+    rng = np.random.default_rng(0)
+    train = sp.csr_matrix((rng.random((60, 30)) < 0.2).astype(np.float32))
+    calls = []
+    real = spectral._decompose
+    monkeypatch.setattr(spectral, "_decompose", lambda *a: calls.append(a[2]) or real(*a))
+    first = spectral.compute_spectrum(train, rank=4)
+    spectral.clear_spectrum_cache()
+    again = spectral.compute_spectrum(train, rank=3)
+    assert calls == [4] and isinstance(again.vectors, np.memmap)
+    np.testing.assert_array_equal(again.vectors, first.vectors)
+    np.testing.assert_array_equal(again.eigenvalues, first.eigenvalues)
+    assert not again.vectors.flags.writeable
+    spectral.clear_spectrum_cache()
+    spectral.compute_spectrum(train)  # the full spectrum: not stored yet
+    assert calls == [4, 30]
+    stored = sorted(p.name.rsplit("-", 1)[1] for p in spectrum_store.root().iterdir()
+                    if p.is_dir())
+    assert stored == ["30", "4"]
+    monkeypatch.setenv("LINREC_SPECTRUM_CACHE", "0")
+    spectral.clear_spectrum_cache()
+    spectral.compute_spectrum(train, rank=4)
+    assert calls == [4, 30, 4]
+
+
+def test_concurrent_processes_decompose_once(tmp_path):
+    """Two processes ask for the same spectrum at once: one decomposes under the lock, the other
+    waits and reads it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import sys, numpy as np, scipy.sparse as sp
+        import linrec.models.spectral as spectral
+        real = spectral._decompose
+        def counted(*a):
+            print("decomposed", flush=True)
+            return real(*a)
+        spectral._decompose = counted
+        rng = np.random.default_rng(0)
+        train = sp.csr_matrix((rng.random((400, 300)) < 0.1).astype(np.float32))
+        s = spectral.compute_spectrum(train)
+        print("sum", float(np.abs(s.vectors).sum()))
+    """)
+    env = {**__import__("os").environ, "LINREC_DATA": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert sum(o.count("decomposed") for o in outs) == 1
+    sums = {line for o in outs for line in o.splitlines() if line.startswith("sum")}
+    assert len(sums) == 1

@@ -1,0 +1,259 @@
+"""Sweeps that resume and never hide a failure.
+
+- Directories: a sweep lives in `multirun/<name of its command>` (its overrides, sorted, not
+  the clock) and each job in `<the job's values of the swept keys>`, so the same `linrec -m …`
+  finds its jobs again. Launcher and sweeper settings (`hydra…`) and `resume` do not change a
+  job's results and are left out of both names: a sweep started with the basic launcher
+  resumes under joblib.
+- Resume: a job whose directory holds a complete results.json of the same config is skipped
+  (its recorded selection value is returned to the sweeper); any other job starts by removing
+  what an earlier attempt left (results, ranks, model, figures, FAILED), so a directory never
+  mixes two runs. `+resume=false` re-runs every job.
+- Signals: SIGTERM (how SLURM ends a job at its time limit) and SIGINT mark the job FAILED and
+  stop; a SIGKILL leaves no results.json, so the job is re-run next time.
+- Failures: after the sweep, every job that left a FAILED marker during it is listed and the
+  command exits 2, whichever launcher ran the jobs.
+- Threads: parallel jobs (joblib) share the cores: each job's BLAS, torch and linrec thread
+  counts are cores // n_jobs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import signal
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+
+from linrec.results import FAILED_FILE, RESULTS_FILE, STUDY_FILE
+
+log = logging.getLogger("linrec")
+
+#: where sweeps live (relative to the working directory), as Hydra's default
+SWEEP_ROOT = "multirun"
+#: files and directories a run or study writes; removed before a job runs again
+RUN_OUTPUTS = (RESULTS_FILE, STUDY_FILE, FAILED_FILE, "ranks.npz", "ranks_valid.npz",
+               "model.pkl", "training_curve.png", "training_curve.pdf")
+STUDY_OUTPUTS = ("runs", "tables", "figures")
+_MAX_NAME = 96
+_UNSAFE = re.compile(r"[^A-Za-z0-9=,.+_@-]+")
+
+
+def _ignored(override: str) -> bool:
+    """Overrides that do not change a job's results: hydra's own and resume."""
+    key = override.lstrip("+~").split("=", 1)[0]
+    return key.startswith(("hydra.", "hydra/")) or key in ("hydra", "resume")
+
+
+def _readable(text: str, digest_of: str) -> str:
+    """`text` made safe for a directory name; shortened, with a hash of `digest_of` appended,
+    when it is long or had to be changed."""
+    safe = _UNSAFE.sub("_", text)
+    if safe == text and len(safe) <= _MAX_NAME:
+        return safe
+    digest = hashlib.sha1(digest_of.encode()).hexdigest()[:10]
+    return f"{safe[:_MAX_NAME - 11]}-{digest}"
+
+
+def sweep_name(overrides: Sequence[str]) -> str:
+    """The directory name of a sweep under `multirun/`: its results-relevant overrides, sorted
+    (the order on the command line does not matter); `default` without any."""
+    keep = sorted(str(o) for o in overrides if not _ignored(str(o)))
+    if not keep:
+        return "default"
+    return _readable("__".join(keep), "\n".join(keep))
+
+
+def job_name(override_dirname: str) -> str:
+    """The directory name of a sweep job: Hydra's `override_dirname` of the job (`default` for
+    a job without overrides)."""
+    return _readable(override_dirname, override_dirname) if override_dirname else "default"
+
+
+def register_resolvers() -> None:
+    """`${linrec_job:${hydra.job.override_dirname}}` for conf/config.yaml (idempotent)."""
+    from omegaconf import OmegaConf
+
+    OmegaConf.register_new_resolver("linrec_job", lambda name: job_name(str(name)),
+                                    replace=True)
+
+
+def sweep_overrides(overrides: Sequence[str]) -> list[str]:
+    """The overrides `linrec -m` adds to a command line (none when it sets them itself):
+    `hydra.sweep.dir=multirun/<sweep_name>`, and the command's fixed (non-sweep) keys added to
+    override_dirname's exclude_keys, so that a job's directory names only what varies."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    keys = {o.lstrip("+~").split("=", 1)[0] for o in overrides}
+    added = []
+    if "hydra.sweep.dir" not in keys:
+        added.append(f"hydra.sweep.dir='{SWEEP_ROOT}/{sweep_name(overrides)}'")
+    if "hydra.job.config.override_dirname.exclude_keys" not in keys:
+        try:
+            parsed = OverridesParser.create().parse_overrides(list(overrides))
+        except Exception:  # noqa: BLE001 - a syntax error: Hydra reports it
+            return added
+        fixed = sorted({p.get_key_element().lstrip("+~") for p in parsed
+                        if not p.is_sweep_override() and not _ignored(p.input_line)})
+        exclude = ",".join(["resume", *fixed])
+        added.append(f"hydra.job.config.override_dirname.exclude_keys=[{exclude}]")
+    return added
+
+
+# ---------------------------------------------------------------------------------------------
+# resume
+
+
+def complete_result(run_dir: Path, config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The results.json (a study: study.json) record in run_dir when it is complete and was
+    written by `config` (the run's plain config dict); None when the job must run (missing,
+    unreadable, failed, or written by another config: then the reason is logged)."""
+    path = run_dir / RESULTS_FILE
+    if not path.is_file():
+        path = run_dir / STUDY_FILE  # a study's index is written after all its runs
+    if not path.is_file() or (run_dir / FAILED_FILE).exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        log.warning("%s: unreadable %s; running the job again", run_dir, path.name)
+        return None
+    if _plain_json(record.get("config")) != _plain_json(config):
+        log.warning("%s: its %s was written by another config (a changed default or preset); "
+                    "running the job again", run_dir, path.name)
+        return None
+    return record
+
+
+def _plain_json(value: Any) -> Any:
+    from linrec.results import _jsonable
+
+    return json.loads(json.dumps(_jsonable(value), sort_keys=True))
+
+
+def clear_outputs(run_dir: Path) -> None:
+    """Remove what an earlier attempt of a job left in its directory (RUN_OUTPUTS and a study's
+    STUDY_OUTPUTS; Hydra's own .hydra/ and the log stay)."""
+    import shutil
+
+    for name in RUN_OUTPUTS:
+        (run_dir / name).unlink(missing_ok=True)
+    for name in STUDY_OUTPUTS:
+        if (run_dir / name).is_dir():
+            shutil.rmtree(run_dir / name)
+
+
+def recorded_selection(record: Mapping[str, Any]) -> float | None:
+    """The selection value a complete run returned (what the sweeper optimises)."""
+    selection = record.get("selection") or {}
+    value = selection.get("value")
+    return None if value is None else float(value)
+
+
+class SweepCallback(Callback):
+    """A Hydra callback (conf/config.yaml `hydra.callbacks`) that notes, in the process that
+    runs the sweep, where the sweep lives and when it started: `failed_jobs_of_last_sweep`
+    reads them after Hydra returns, whichever launcher ran the jobs."""
+
+    last: dict[str, Any] = {}
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        import time
+
+        SweepCallback.last = {"dir": Path(str(config.hydra.sweep.dir)), "started": time.time()}
+
+
+def failed_jobs_of_last_sweep() -> list[Path]:
+    """The job directories that failed in the sweep this process ran last (empty after a single
+    run)."""
+    last = SweepCallback.last
+    return failed_jobs(last["dir"], last["started"]) if last else []
+
+
+def failed_jobs(sweep_dir: Path, since: float) -> list[Path]:
+    """Job directories below sweep_dir whose FAILED marker was written at or after `since`
+    (a time.time() value): the failures of the sweep that started then."""
+    if not sweep_dir.is_dir():
+        return []
+    marks = [p for p in sweep_dir.rglob(FAILED_FILE) if p.stat().st_mtime >= since - 1.0]
+    return sorted(p.parent for p in marks)
+
+
+# ---------------------------------------------------------------------------------------------
+# signals
+
+
+class Interrupted(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt
+    """A job was stopped by a signal (SIGTERM or SIGINT)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """Within: SIGTERM and SIGINT raise Interrupted (the job's handler marks it failed); the
+    previous handlers are restored after. A no-op outside the main thread."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Interrupted(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+# ---------------------------------------------------------------------------------------------
+# threads of parallel jobs
+
+
+def parallel_jobs(hydra_cfg: Any) -> int:
+    """How many jobs the launcher runs at once (1 unless it is joblib's with n_jobs)."""
+    launcher = hydra_cfg.launcher
+    target = str(launcher.get("_target_", ""))
+    if "joblib" not in target.lower():
+        return 1
+    from linrec.hardware import cpu_cores
+
+    n_jobs = int(launcher.get("n_jobs", -1) or -1)
+    return cpu_cores() if n_jobs < 0 else max(1, n_jobs)
+
+
+@contextlib.contextmanager
+def thread_budget(n_jobs: int) -> Iterator[int | None]:
+    """Within: linrec (hence torch in MF) and BLAS use cores // n_jobs threads; nothing is
+    capped for n_jobs 1. Yields the budget (None when nothing is capped)."""
+    from threadpoolctl import threadpool_limits
+
+    from linrec.hardware import THREADS_ENV, cpu_cores
+
+    if n_jobs <= 1:
+        yield None
+        return
+    budget = max(1, cpu_cores() // n_jobs)
+    previous = os.environ.get(THREADS_ENV)
+    os.environ[THREADS_ENV] = str(budget)
+    try:
+        with threadpool_limits(limits=budget):
+            yield budget
+    finally:
+        if previous is None:
+            os.environ.pop(THREADS_ENV, None)
+        else:
+            os.environ[THREADS_ENV] = previous
