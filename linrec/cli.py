@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from linrec.errors import ConfigError, LinrecError
+from linrec.errors import LinrecError
 
 log = logging.getLogger("linrec")
-DEFAULT_REPORT_METRICS = "recall@20,recall@50,ndcg@20,ndcg@100,recall_trunc@20,auc"
 #: at most this many compositions check a sweep's overrides before Hydra runs it
 _MAX_PRECHECKS = 64
 #: what `hydra/sweeper=optuna` selects (conf/hydra/sweeper/linrec_optuna.yaml)
@@ -225,47 +223,12 @@ def main() -> None:
 # linrec-report
 
 
-def _report(argv: list[str] | None) -> int:
-    from linrec.atomic import write_text_atomic
-    from linrec.results import collect, find_studies, read_results, to_csv, to_markdown
-
-    parser = argparse.ArgumentParser(
-        prog="linrec-report",
-        description="Collect every run (results.json) and study (study.json) below DIRs into one "
-                    "table.")
-    parser.add_argument("dirs", nargs="+", help="run, sweep or study directories")
-    parser.add_argument("--split", default="test", help="split whose exact metrics are shown")
-    parser.add_argument("--out", default=None, help="directory for report.csv/.md (default: DIR)")
-    parser.add_argument(
-        "--metrics", default=DEFAULT_REPORT_METRICS,
-        help="comma-separated metric@K columns of the Markdown table (the CSV keeps all); "
-             f"default {DEFAULT_REPORT_METRICS}")
-    args = parser.parse_args(argv)
-    columns, rows = collect(args.dirs, split=args.split)
-    if not rows:
-        raise ConfigError(f"no results.json below {', '.join(args.dirs)}")
-    keep = set(args.metrics.split(","))
-    md_columns = [c for c in columns if ("@" not in c and c != "auc") or c in keep]
-    first = Path(args.dirs[0])
-    out = Path(args.out) if args.out else (first.parent if first.is_file() else first)
-    md = to_markdown(md_columns, rows)
-    for study_file in find_studies(args.dirs):
-        index = read_results(study_file)
-        md += f"\n## Study {index['study']['name']} ({study_file.parent})\n"
-        for table in index.get("tables", []):
-            md += "\n" + (study_file.parent / table).read_text()
-    write_text_atomic(out / "report.csv", to_csv(columns, rows))
-    write_text_atomic(out / "report.md", md)
-    print(md, end="")
-    print(f"wrote {out / 'report.csv'} and {out / 'report.md'} ({len(rows)} runs)")
-    return 0
-
-
 def report_main(argv: list[str] | None = None) -> int:
-    """`linrec-report DIR... [--split test] [--out DIR]`: one CSV + Markdown table of all runs,
-    and the tables of every study found."""
+    """`linrec-report DIR...`: see linrec/report/__init__.py and README.md."""
+    from linrec.report import main as report
+
     try:
-        return _report(argv)
+        return report(argv)
     except LinrecError as exc:
         print(f"linrec-report: error: {exc}", file=sys.stderr)
         return 2

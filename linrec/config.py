@@ -41,6 +41,7 @@ class RunConfig(Params):
     eval: EvalConfig = field(default_factory=EvalConfig)
     seed: int = param(0, ge=0)
     save_ranks: bool = param(True, doc="write ranks.npz (global rank of every held-out item)")
+    figures: bool = param(True, doc="write the run's figures (PNG and PDF) into its directory")
     save_model: bool = param(False, doc="write model.pkl")
     quiet: bool = param(False, doc="do not print the table")
     study: Any = None

@@ -79,7 +79,7 @@ def run(cfg: Any, run_dir: str | Path, overrides: Sequence[str] = ()) -> float |
                         model=config.model.name, report=report,
                         timings={"data": data_seconds, **timings}, config=config.to_dict(),
                         seed=config.seed, overrides=overrides, training=training_record(model))
-    path = write_run(run_dir, record, report, save_ranks=config.save_ranks,
+    path = write_run(run_dir, record, report, save_ranks=config.save_ranks, figures=config.figures,
                      model=model if config.save_model else None)
     if not config.quiet:
         print(format_run_table(record))

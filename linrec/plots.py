@@ -89,3 +89,151 @@ def plot_training_curve(epochs: Sequence[Mapping[str, Any]], title: str | None =
     if path is not None:
         save_figure(fig, path)
     return fig
+
+
+def save_figure_formats(fig: Figure, stem: str | Path, formats: Sequence[str] = ("png", "pdf")
+                        ) -> list[Path]:
+    """Write `fig` as <stem>.png and <stem>.pdf (or `formats`); returns the paths."""
+    stem = Path(stem)
+    return [save_figure(fig, stem.with_name(f"{stem.name}.{fmt}")) for fmt in formats]
+
+
+def _setting_title(setting: Mapping[str, Any]) -> str:
+    protocol = setting.get("protocol", {})
+    size = protocol.get("sample_size")
+    return ("adaptive sampling" if size == "adaptive" else f"{size} sampled items") + \
+        f", {protocol.get('repeats')} repeats"
+
+
+def plot_sampled_curves(setting: Mapping[str, Any], metric: str, title: str | None = None,
+                        path: str | Path | None = None) -> Figure:
+    """The exact target-level metric@K against K = 1..k_max with the naive sampled metric and
+    every estimator's curve (mean over repeats). setting: a sampled block of results.json
+    (`splits.<split>.sampled.<label>`, with its `curves`)."""
+    curves = setting.get("curves") or {}
+    if "exact" not in curves or metric not in curves["exact"]:
+        raise ConfigError(f"plot_sampled_curves: no {metric!r} curves in this sampled setting")
+    fig = Figure(figsize=(6.4, 4.0))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    exact = np.asarray(curves["exact"][metric])
+    ks = np.arange(1, exact.size + 1)
+    ax.plot(ks, exact, color="black", lw=2.0, label="exact")
+    for i, (name, by_metric) in enumerate((n, c) for n, c in curves.items() if n != "exact"):
+        style = {"ls": "--", "color": "0.5"} if name == "naive" else {"color": f"C{i}"}
+        ax.plot(ks, by_metric[metric], lw=1.2, label=name, **style)
+    ax.set_xlabel("K")
+    ax.set_ylabel(f"{metric}@K")
+    ax.set_title(title or _setting_title(setting))
+    ax.legend(frameon=False, fontsize="small")
+    ax.grid(alpha=0.3)
+    if path is not None:
+        save_figure(fig, path)
+    return fig
+
+
+def plot_relative_errors(setting: Mapping[str, Any], metric: str, title: str | None = None,
+                         path: str | Path | None = None) -> Figure:
+    """|estimate / exact − 1| in % against K for every estimator (and the naive metric) of a
+    sampled block of results.json; K where the exact metric is 0 are left out."""
+    curves = setting.get("curves") or {}
+    if "exact" not in curves or metric not in curves["exact"]:
+        raise ConfigError(f"plot_relative_errors: no {metric!r} curves in this sampled setting")
+    exact = np.asarray(curves["exact"][metric])
+    ks = np.arange(1, exact.size + 1)
+    defined = exact > 0
+    fig = Figure(figsize=(6.4, 4.0))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for i, (name, by_metric) in enumerate((n, c) for n, c in curves.items() if n != "exact"):
+        err = 100 * np.abs(np.asarray(by_metric[metric])[defined] / exact[defined] - 1)
+        style = {"ls": "--", "color": "0.5"} if name == "naive" else {"color": f"C{i}"}
+        ax.plot(ks[defined], err, lw=1.2, label=name, **style)
+    ax.set_yscale("log")
+    ax.set_xlabel("K")
+    ax.set_ylabel(f"relative error of {metric}@K (%)")
+    ax.set_title(title or _setting_title(setting))
+    ax.legend(frameon=False, fontsize="small")
+    ax.grid(alpha=0.3, which="both")
+    if path is not None:
+        save_figure(fig, path)
+    return fig
+
+
+def plot_rank_histogram(setting: Mapping[str, Any], title: str | None = None,
+                        path: str | Path | None = None) -> Figure:
+    """Histogram of the sampled ranks (repeat 0) of a sampled block of results.json."""
+    hist = setting.get("rank_histogram")
+    if not hist or not hist.get("rank"):
+        raise ConfigError("plot_rank_histogram: this sampled setting has no rank histogram")
+    fig = Figure(figsize=(6.4, 3.6))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.bar(hist["rank"], hist["count"], width=1.0, color="C0")
+    ax.set_yscale("log")
+    ax.set_xlabel("sampled rank r")
+    ax.set_ylabel("held-out items")
+    ax.set_title(title or _setting_title(setting))
+    if path is not None:
+        save_figure(fig, path)
+    return fig
+
+
+def plot_heatmap(values: np.ndarray, rows: Sequence[Any], columns: Sequence[Any],
+                 row_label: str, column_label: str, title: str | None = None,
+                 path: str | Path | None = None) -> Figure:
+    """A grid of values (e.g. the validation metric over rank × λ) as a heat map with the
+    values written in the cells; NaN cells (not run) stay blank. values: (len(rows),
+    len(columns))."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != (len(rows), len(columns)) or values.size == 0:
+        raise ConfigError(f"plot_heatmap: values {values.shape} do not match "
+                          f"{len(rows)} rows x {len(columns)} columns")
+    fig = Figure(figsize=(1.0 + 0.9 * len(columns), 1.0 + 0.5 * len(rows)))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    image = ax.imshow(np.ma.masked_invalid(values), cmap="viridis", aspect="auto")
+    fig.colorbar(image, ax=ax, fraction=0.05)
+    ax.set_xticks(range(len(columns)), [str(c) for c in columns])
+    ax.set_yticks(range(len(rows)), [str(r) for r in rows])
+    ax.set_xlabel(column_label)
+    ax.set_ylabel(row_label)
+    finite = values[np.isfinite(values)]
+    middle = (finite.min() + finite.max()) / 2 if finite.size else 0.0
+    for (i, j), v in np.ndenumerate(values):
+        if np.isfinite(v):
+            ax.text(j, i, f"{v:.4f}", ha="center", va="center", fontsize="x-small",
+                    color="white" if v < middle else "black")
+    if title:
+        ax.set_title(title)
+    if path is not None:
+        save_figure(fig, path)
+    return fig
+
+
+def run_figures(record: Mapping[str, Any], run_dir: str | Path,
+                metric: str = "ndcg") -> list[Path]:
+    """The figures of one run, from its results.json record, into its directory (PNG and PDF):
+    for the test split (else the first split) and its first sampled setting: the metric and
+    relative-error curves against K and the sampled-rank histogram; a trained model's training
+    curve. Returns the written paths."""
+    run_dir = Path(run_dir)
+    written: list[Path] = []
+    splits = record.get("splits", {})
+    name = "test" if "test" in splits else next(iter(splits), None)
+    sampled = (splits.get(name) or {}).get("sampled") or {}
+    setting = next((s for s in sampled.values() if (s.get("curves") or {}).get("exact")), None)
+    if setting is not None:
+        chosen = metric if metric in setting["curves"]["exact"] else \
+            next(iter(setting["curves"]["exact"]))
+        written += save_figure_formats(plot_sampled_curves(setting, chosen),
+                                       run_dir / f"sampled_{chosen}_{name}")
+        written += save_figure_formats(plot_relative_errors(setting, chosen),
+                                       run_dir / f"estimator_error_{chosen}_{name}")
+        if setting.get("rank_histogram"):
+            written += save_figure_formats(plot_rank_histogram(setting),
+                                           run_dir / f"sampled_ranks_{name}")
+    epochs = (record.get("training") or {}).get("epochs")
+    if epochs:
+        written += save_figure_formats(plot_training_curve(epochs), run_dir / "training_curve")
+    return written

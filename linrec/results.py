@@ -1,5 +1,6 @@
-"""Run records: build and write a run directory (results.json, ranks, model) atomically, read
-them back, and collect many runs and studies into one table."""
+"""Run records: build and write a run directory (results.json, ranks, model, figures)
+atomically, read them back, and the small tables of a run and a study (linrec-report, which
+reads many runs, is linrec.report)."""
 
 from __future__ import annotations
 
@@ -151,9 +152,9 @@ def run_record(*, dataset: Mapping[str, Any], model: str, report: Any,
 
 
 def write_run(run_dir: str | Path, record: Mapping[str, Any], report: Any, *,
-              save_ranks: bool = True, model: Any = None) -> Path:
+              save_ranks: bool = True, model: Any = None, figures: bool = True) -> Path:
     """Write a run directory: ranks.npz (and ranks_<split>.npz), model.pkl when `model` is
-    given, training_curve.png for a trained model, then results.json last, so that a complete
+    given, the run's figures (`plots.run_figures`), then results.json last, so that a complete
     results.json means a complete run; an earlier FAILED marker is removed."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -163,10 +164,10 @@ def write_run(run_dir: str | Path, record: Mapping[str, Any], report: Any, *,
             split.rank_table.save_npz(run_dir / name)
     if model is not None:
         model.save(run_dir / "model.pkl")
-    if record.get("training", {}).get("epochs"):
-        from linrec.plots import plot_training_curve
+    if figures:
+        from linrec.plots import run_figures
 
-        plot_training_curve(record["training"]["epochs"], path=run_dir / "training_curve.png")
+        run_figures(_jsonable(record), run_dir)
     path = write_json_atomic(run_dir / RESULTS_FILE, record)
     (run_dir / FAILED_FILE).unlink(missing_ok=True)
     return path
@@ -181,55 +182,9 @@ def read_results(path: str | Path) -> dict[str, Any]:
         raise DataError(f"{path}: not a valid results file ({exc})") from exc
 
 
-def find_results(dirs: Iterable[str | Path]) -> list[Path]:
-    """Every results.json below the given directories, sorted."""
-    found: list[Path] = []
-    for d in dirs:
-        d = Path(d)
-        if not d.exists():
-            raise DataError(f"{d}: no such directory")
-        found.extend(d.rglob(RESULTS_FILE) if d.is_dir() else [d])
-    return sorted(found)
-
-
 def find_studies(dirs: Iterable[str | Path]) -> list[Path]:
     """Every study.json below the given directories, sorted."""
     return sorted(p for d in map(Path, dirs) if d.is_dir() for p in d.rglob(STUDY_FILE))
-
-
-def _override_columns(record: Mapping[str, Any]) -> dict[str, str]:
-    cols = {}
-    for item in record.get("overrides", []) or []:
-        key, _, value = str(item).partition("=")
-        cols[key.lstrip("+~")] = value
-    return cols
-
-
-def collect(
-    dirs: Iterable[str | Path], split: str = "test"
-) -> tuple[list[str], list[dict[str, Any]]]:
-    """One row per run, the runs of studies included: run directory, overridden parameters (for
-    a study's run: the study, the run's label and grid point), dataset, model and the exact
-    metrics of `split`. Returns (columns, rows)."""
-    rows: list[dict[str, Any]] = []
-    for path in find_results(dirs):
-        rec = read_results(path)
-        row: dict[str, Any] = {"run": str(path.parent)}
-        row.update(_override_columns(rec))
-        study = rec.get("study")
-        if study:
-            row.update({"study": study.get("name"), "label": study.get("label"),
-                        **study.get("point", {})})
-        row["dataset"] = rec.get("dataset", {}).get("name")
-        row["model"] = rec.get("model")
-        exact = rec.get("splits", {}).get(split, {}).get("exact", {})
-        row.update({k: v for k, v in exact.items()})
-        row["fit_s"] = rec.get("timings", {}).get("fit")
-        rows.append(row)
-    columns: list[str] = []
-    for row in rows:
-        columns.extend(c for c in row if c not in columns)
-    return columns, rows
 
 
 def _fmt(value: Any) -> str:

@@ -139,12 +139,14 @@ def _plain_json(value: Any) -> Any:
 
 
 def clear_outputs(run_dir: Path) -> None:
-    """Remove what an earlier attempt of a job left in its directory (RUN_OUTPUTS and a study's
-    STUDY_OUTPUTS; Hydra's own .hydra/ and the log stay)."""
+    """Remove what an earlier attempt of a job left in its directory (RUN_OUTPUTS, its figures
+    and a study's STUDY_OUTPUTS; Hydra's own .hydra/ and the log stay)."""
     import shutil
 
     for name in RUN_OUTPUTS:
         (run_dir / name).unlink(missing_ok=True)
+    for figure in [*run_dir.glob("*.png"), *run_dir.glob("*.pdf")]:  # the run's figures
+        figure.unlink()
     for name in STUDY_OUTPUTS:
         if (run_dir / name).is_dir():
             shutil.rmtree(run_dir / name)

@@ -83,9 +83,9 @@ def test_sweep_and_report(tmp_path):
     from linrec.cli import report_main
 
     assert report_main([str(tmp_path / "sweep")]) == 0
-    md = (tmp_path / "sweep" / "report.md").read_text()
-    assert "model.lam" in md and "| 10 |" in md.replace("| 10.0 |", "| 10 |")
-    csv = (tmp_path / "sweep" / "report.csv").read_text().splitlines()
+    md = (tmp_path / "sweep" / "report_test.md").read_text()
+    assert "| lam |" in md and "| ease | 10 |" in md
+    csv = (tmp_path / "sweep" / "report_test.csv").read_text().splitlines()
     assert len(csv) == 3 and "ndcg@100" in csv[0]
 
 

@@ -74,7 +74,25 @@ class SampledSetting:
                 are[m] = {"mean": float(np.mean(per_repeat)), "std": float(np.std(per_repeat))}
             estimators[name] = {"metrics": metrics, "are": are}
         return {"protocol": self.protocol, "exact": self.exact_at(), "estimators": estimators,
+                "curves": self.mean_curves(), "rank_histogram": self.rank_histogram(),
                 "timings": self.timings}
+
+    def mean_curves(self) -> dict[str, dict[str, list[float]]]:
+        """{'exact': {metric: T@1..k_max}, estimator: {metric: mean over repeats}} for the
+        figures (metric and relative error vs K)."""
+        out = {"exact": {m: [float(x) for x in c] for m, c in self.exact_curves.items()}}
+        for name, by_metric in self.curves.items():
+            out[name] = {m: [float(x) for x in v.mean(axis=0)] for m, v in by_metric.items()}
+        return out
+
+    def rank_histogram(self) -> dict[str, list[int]] | None:
+        """Counts of the sampled ranks of repeat 0 ({'rank': [...], 'count': [...]}, ranks
+        that occur), or None without a stored sample."""
+        if self.first_sample is None:
+            return None
+        ranks, counts = np.unique(np.asarray(self.first_sample[0], dtype=np.int64),
+                                  return_counts=True)
+        return {"rank": ranks.tolist(), "count": counts.tolist()}
 
 
 @dataclass

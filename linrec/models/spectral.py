@@ -129,6 +129,10 @@ def compute_spectrum(train: sp.csr_matrix, dtype: np.dtype | str = np.float64,
         if cached.n_components >= needed:
             _SPECTRUM_CACHE.move_to_end(key)
             return cached
+    if key is not None and needed <= _PARTIAL_EIGH_MAX_FRACTION * n_items:
+        # a cached spectrum serves every later rank up to the partial limit (a rank sweep then
+        # decomposes once, not once per larger rank): about 30 % dearer than the smallest
+        needed = max(needed, int(_PARTIAL_EIGH_MAX_FRACTION * n_items))
     if key is not None and spectrum_store.enabled():
         # shared with the other processes of a sweep: the first computes, the others read
         stored = spectrum_store.load(key[0], dtype, needed)

@@ -61,7 +61,8 @@ def write_study_run(run_dir: Path, config: Any, prepared: Any, *, label: str,
                         seed=config.seed, study={"name": config.study.name, "label": label,
                                                  "point": dict(point or {})},
                         training=training)
-    return write_run(run_dir, record, report, save_ranks=config.save_ranks)
+    return write_run(run_dir, record, report, save_ranks=config.save_ranks,
+                     figures=config.figures)
 
 
 def write_table(directory: Path, stem: str, columns: list[str], rows: list[dict[str, Any]],

@@ -140,7 +140,9 @@ def test_spectrum_cache_reuse_and_keys(train):
 
 def test_spectrum_cache_refreshes_when_more_components_needed(train):
     part = compute_spectrum(train, rank=4)
-    assert part.n_components == 4
+    limit = int(spectral._PARTIAL_EIGH_MAX_FRACTION * train.shape[1])
+    assert part.n_components == max(4, limit)  # cached: every rank up to the partial limit
+    assert compute_spectrum(train, rank=4, cache=False).n_components == 4
     more = compute_spectrum(train, rank=30)
     assert more.n_components >= 30
     assert compute_spectrum(train, rank=4) is more
@@ -563,23 +565,23 @@ def test_a_spectrum_is_shared_through_the_disk_cache_by_other_processes(tmp_path
     calls = []
     real = spectral._decompose
     monkeypatch.setattr(spectral, "_decompose", lambda *a: calls.append(a[2]) or real(*a))
-    first = spectral.compute_spectrum(train, rank=4)
+    first = spectral.compute_spectrum(train, rank=4)  # stores the partial limit, 6 of 30
     spectral.clear_spectrum_cache()
     again = spectral.compute_spectrum(train, rank=3)
-    assert calls == [4] and isinstance(again.vectors, np.memmap)
+    assert calls == [6] and isinstance(again.vectors, np.memmap)
     np.testing.assert_array_equal(again.vectors, first.vectors)
     np.testing.assert_array_equal(again.eigenvalues, first.eigenvalues)
     assert not again.vectors.flags.writeable
     spectral.clear_spectrum_cache()
     spectral.compute_spectrum(train)  # the full spectrum: not stored yet
-    assert calls == [4, 30]
+    assert calls == [6, 30]
     stored = sorted(p.name.rsplit("-", 1)[1] for p in spectrum_store.root().iterdir()
                     if p.is_dir())
-    assert stored == ["30", "4"]
+    assert stored == ["30", "6"]
     monkeypatch.setenv("LINREC_SPECTRUM_CACHE", "0")
     spectral.clear_spectrum_cache()
     spectral.compute_spectrum(train, rank=4)
-    assert calls == [4, 30, 4]
+    assert calls == [6, 30, 6]
 
 
 def test_concurrent_processes_decompose_once(tmp_path):

@@ -1,0 +1,157 @@
+"""The baseline comparison of a report: per model, the configuration with the best validation
+selection value (mean over seeds), its metrics on the reported split as mean ± std over seeds,
+and paired significance tests of its per-user values against a baseline model.
+
+Protocol (the specs' tables): the configuration is chosen on validation only; the reported
+split's metrics of that configuration are shown. Runs without a validation split (selected on
+test, e.g. the published LightGCN protocol) are flagged. Per-user values come from each run's
+ranks file (the exact evaluator's global ranks, through `linrec.eval.metrics.exact_metrics`),
+averaged over the configuration's seeds; a model and the baseline are compared on the users
+they share by the paired t-test and the Wilcoxon signed-rank test, each Holm-corrected over the
+models compared (per metric).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from linrec.eval.metrics import exact_metrics, parse_metric_key
+from linrec.eval.ranks import RankTable
+from linrec.eval.significance import holm, paired_t, wilcoxon_signed_rank
+from linrec.results import RANKS_FILE
+
+#: significance markers: (test, marker)
+MARKERS = (("paired_t", "*"), ("wilcoxon", "†"))
+
+
+@dataclass
+class ModelResult:
+    """The chosen configuration of one model and its numbers (module docstring)."""
+
+    model: str
+    params: dict[str, Any]
+    runs: list[str]
+    seeds: list[Any]
+    selection_metric: str | None
+    selection_split: str | None
+    selection: float | None
+    means: dict[str, float]
+    stds: dict[str, float]
+    n_configurations: int
+    pvalues: dict[str, dict[str, float]] = field(default_factory=dict)
+    note: str | None = None
+
+    def marks(self, metric: str, alpha: float) -> str:
+        tests = self.pvalues.get(metric, {})
+        return "".join(mark for test, mark in MARKERS
+                       if tests.get(test) is not None and tests[test] < alpha)
+
+
+def _mean(values: Sequence[float]) -> float:
+    finite = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return float(np.mean(finite)) if finite else float("nan")
+
+
+def best_configurations(frame: Any, metrics: Sequence[str]) -> list[ModelResult]:
+    """One ModelResult per model of `frame` (complete runs of one dataset): the configuration
+    with the highest mean selection value (runs that recorded none: the first), with the mean
+    and std over its seeds of every metric column in `metrics`; `params` are the settings that
+    vary between the model's runs."""
+    from linrec.report.runs import varying_params
+
+    out = []
+    for model, group in frame.groupby("model", sort=True):
+        params = varying_params(group)
+        by_config = list(group.groupby("config_key", sort=False))
+        scores = [(_mean(list(g["selection_value"])), i) for i, (_, g) in enumerate(by_config)]
+        best = max(scores, key=lambda s: (-math.inf if math.isnan(s[0]) else s[0], -s[1]))
+        _, chosen = by_config[best[1]]
+        first = chosen.iloc[0]
+        means, stds = {}, {}
+        for metric in metrics:
+            values = [float(v) for v in chosen[metric] if v is not None and not math.isnan(v)] \
+                if metric in chosen else []
+            means[metric] = float(np.mean(values)) if values else float("nan")
+            stds[metric] = float(np.std(values, ddof=1)) if len(values) > 1 else float("nan")
+        out.append(ModelResult(
+            model=str(model), params={p: first.get(p) for p in params if p in chosen},
+            runs=list(chosen["run"]), seeds=list(chosen["seed"]),
+            selection_metric=first.get("selection_metric"),
+            selection_split=first.get("selection_split"),
+            selection=None if math.isnan(best[0]) else best[0],
+            means=means, stds=stds, n_configurations=len(by_config)))
+    return out
+
+
+def per_user_values(runs: Sequence[str], split: str, metrics: Sequence[str]
+                    ) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+    """(user ids, metric -> per-user value averaged over the runs) from the runs' ranks files;
+    None when a run has no ranks file or the runs evaluated different users."""
+    keys = [parse_metric_key(m, where="report metric") for m in metrics]
+    names = sorted({name for name, _ in keys})
+    ks = sorted({k for _, k in keys if k is not None}) or [1]
+    users = None
+    sums: dict[str, np.ndarray] = {}
+    for run in runs:
+        path = Path(run) / (RANKS_FILE if split == "test" else f"ranks_{split}.npz")
+        if not path.is_file():
+            return None
+        result = exact_metrics(RankTable.load_npz(path), ks, names)
+        if users is None:
+            users = result.users
+        elif not np.array_equal(users, result.users):
+            return None
+        for metric in metrics:
+            sums[metric] = sums.get(metric, 0.0) + result.per_user[metric]
+    return users, {m: v / len(runs) for m, v in sums.items()}
+
+
+def add_significance(results: list[ModelResult], baseline: str, split: str,
+                     metrics: Sequence[str]) -> str | None:
+    """Fill `pvalues` (Holm-adjusted) of every model against `baseline`; returns a note when
+    the tests could not be run (and why), else None."""
+    by_model = {r.model: r for r in results}
+    if baseline not in by_model:
+        return (f"no significance tests: the baseline {baseline!r} is not among the models "
+                f"({', '.join(sorted(by_model))})")
+    base = per_user_values(by_model[baseline].runs, split, metrics)
+    if base is None:
+        return f"no significance tests: the baseline's runs have no ranks file for {split}"
+    others = [r for r in results if r.model != baseline]
+    raw: dict[tuple[str, str], list[tuple[ModelResult, float]]] = {}
+    for result in others:
+        values = per_user_values(result.runs, split, metrics)
+        if values is None:
+            result.note = f"no ranks file for {split}: not tested"
+            continue
+        common, i_base, i_model = np.intersect1d(base[0], values[0], return_indices=True)
+        if common.size < 2:
+            result.note = "fewer than 2 users in common with the baseline: not tested"
+            continue
+        for metric in metrics:
+            x, y = values[1][metric][i_model], base[1][metric][i_base]
+            keep = ~(np.isnan(x) | np.isnan(y))
+            for test, fn in (("paired_t", paired_t), ("wilcoxon", wilcoxon_signed_rank)):
+                p = fn(x[keep], y[keep]).pvalue if keep.sum() >= 2 else float("nan")
+                raw.setdefault((metric, test), []).append((result, 1.0 if math.isnan(p) else p))
+    for (metric, test), entries in raw.items():
+        adjusted, _ = holm(np.array([p for _, p in entries]))
+        for (result, _), p in zip(entries, adjusted, strict=True):
+            result.pvalues.setdefault(metric, {})[test] = float(p)
+    return None
+
+
+def best_per_metric(results: Sequence[ModelResult], metrics: Sequence[str]) -> dict[str, str]:
+    """metric -> the model with the highest mean (ties: the first)."""
+    best = {}
+    for metric in metrics:
+        finite = [(r.means[metric], r.model) for r in results if not math.isnan(r.means[metric])]
+        if finite:
+            best[metric] = max(finite, key=lambda t: t[0])[1]
+    return best
