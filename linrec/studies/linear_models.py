@@ -122,6 +122,7 @@ def run(config: Any, run_dir: Path) -> float | None:
     main_rows: list[dict[str, Any]] = []
     summary: dict[str, Any] = {"families": {}}
     best_models: dict[str, Any] = {}
+    grid_figures: list[Path] = []
     selection = None
     for label, family in study.models.items():
         train_on = family.get("train_on", "train")
@@ -158,33 +159,44 @@ def run(config: Any, run_dir: Path) -> float | None:
                           **{f"test {k}": test[k] for k in report_keys}})
         summary["families"][label] = {"grid": grid_rows, "best": point, "valid": valid,
                                       "test": test, "train_on": train_on}
-        _write_grid(tables, label, grid_rows, selection)
+        heatmap = _write_grid(tables, figures, label, grid_rows, selection)
+        if heatmap is not None:
+            grid_figures.append(heatmap)
     md = write_table(tables, "main", list(main_rows[0]), main_rows,
                      f"Test metrics at the best validation {selection} ({prepared.name})")
     figure = _write_profiles(best_models, split.train, figures, summary)
     write_study_index(run_dir, config, dataset_record(prepared), summary,
-                      [figure] if figure else [])
+                      ([figure] if figure else []) + grid_figures)
     if not config.quiet:
         print(md)
         print(f"tables: {tables}")
     return float(max(r[f"valid {selection}"] for r in main_rows))
 
 
-def _write_grid(tables: Path, label: str, rows: list[dict[str, Any]], selection: str) -> None:
-    """Rows x columns when the grid has two parameters (Tables 14–17), else one row per point."""
+def _write_grid(tables: Path, figures: Path, label: str, rows: list[dict[str, Any]],
+                selection: str) -> Path | None:
+    """Rows x columns when the grid has two parameters (Tables 14–17, also drawn as a heat map:
+    figures/grid_<label>.png and .pdf, whose PNG path is returned), else one row per point."""
     params = [k for k in rows[0] if k != selection]
-    if len(params) == 2:
-        first, second = params
-        cols = list(dict.fromkeys(r[second] for r in rows))
-        pivot: dict[Any, dict[str, Any]] = {}
-        for r in rows:
-            pivot.setdefault(r[first], {f"{first} \\ {second}": r[first]})[str(r[second])] = \
-                r[selection]
-        write_table(tables, f"grid_{label}", [f"{first} \\ {second}", *map(str, cols)],
-                    list(pivot.values()), f"{label}: validation {selection}")
-    else:
+    if len(params) != 2:
         write_table(tables, f"grid_{label}", list(rows[0]), rows,
                     f"{label}: validation {selection}")
+        return None
+    from linrec.plots import plot_heatmap, save_figure_formats
+
+    first, second = params
+    cols = list(dict.fromkeys(r[second] for r in rows))
+    pivot: dict[Any, dict[str, Any]] = {}
+    for r in rows:
+        pivot.setdefault(r[first], {f"{first} \\ {second}": r[first]})[str(r[second])] = \
+            r[selection]
+    write_table(tables, f"grid_{label}", [f"{first} \\ {second}", *map(str, cols)],
+                list(pivot.values()), f"{label}: validation {selection}")
+    values = np.array([[row.get(str(c), np.nan) for c in cols] for row in pivot.values()],
+                      dtype=np.float64)
+    fig = plot_heatmap(values, list(pivot), cols, first, second,
+                       title=f"{label}: validation {selection}")
+    return save_figure_formats(fig, figures / f"grid_{label}")[0]
 
 
 def _write_profiles(models: Mapping[str, Any], train: sp.csr_matrix, figures: Path,
@@ -212,8 +224,9 @@ def _write_profiles(models: Mapping[str, Any], train: sp.csr_matrix, figures: Pa
         profiles[label] = f
     if not profiles:
         return None
-    path = figures / "spectral_profile.png"
-    plot_spectral_profile(profiles, title="per-component shrinkage of the selected models",
-                          path=path)
+    from linrec.plots import save_figure_formats
+
+    fig = plot_spectral_profile(profiles, title="per-component shrinkage of the selected models")
+    path = save_figure_formats(fig, figures / "spectral_profile")[0]
     summary["profiles"] = {k: v[:200].tolist() for k, v in profiles.items()}
     return path

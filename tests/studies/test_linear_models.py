@@ -31,7 +31,9 @@ def test_linear_models_study(tmp_path):
         assert fam["valid"]["ndcg@100"] == max(values), label
     assert best == max(f["valid"]["ndcg@100"] for f in families.values())
     assert (tmp_path / "run" / "figures" / "spectral_profile.png").stat().st_size > 0
-    assert index["figures"] == ["figures/spectral_profile.png"]
+    assert index["figures"] == ["figures/spectral_profile.png", "figures/grid_lrr.png",
+                                "figures/grid_mf.png"]
+    assert (tmp_path / "run" / "figures" / "grid_lrr.pdf").stat().st_size > 0
 
     # every grid point is a run; the selected one holds the test split too
     runs = sorted((tmp_path / "run" / "runs").rglob("results.json"))
