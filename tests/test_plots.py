@@ -47,3 +47,50 @@ def test_plot_spectral_profile_bad_input(kwargs):
     args = {"profiles": {"a": np.ones(3)}} | kwargs
     with pytest.raises(ConfigError):
         plot_spectral_profile(**args)
+
+
+def _not_blank(path) -> None:
+    from PIL import Image
+
+    assert path.stat().st_size > 3000
+    pixels = np.asarray(Image.open(path).convert("L"), dtype=np.float64)
+    assert pixels.std() > 10 and (pixels < 128).mean() > 0.003
+
+
+def test_every_run_figure_is_drawn_from_the_record(tmp_path):
+    """The figures a run writes, from a results.json-shaped record: the sampled metric and the
+    estimators' relative error against K, the sampled-rank histogram, the training curve (PNG
+    and PDF each), checked to be drawn, not blank."""
+    from linrec.plots import run_figures
+
+    ks = np.arange(1, 51)
+    exact = 0.4 * (1 - np.exp(-ks / 10))
+    setting = {"protocol": {"sample_size": 100, "repeats": 5},
+               "curves": {"exact": {"ndcg": exact.tolist()},
+                          "naive": {"ndcg": (exact * 3).tolist()},
+                          "mle": {"ndcg": (exact * 0.97).tolist()}},
+               "rank_histogram": {"rank": list(range(1, 102)),
+                                  "count": (1000 / np.arange(1, 102)).astype(int).tolist()}}
+    record = {"splits": {"test": {"sampled": {"n=100": setting}}},
+              "training": {"epochs": [{"epoch": e, "loss": 1 / e, "valid": 0.1 + 0.01 * e,
+                                       "lr": 1e-3} for e in range(1, 8)]}}
+    written = run_figures(record, tmp_path)
+    names = sorted(p.name for p in written)
+    assert names == sorted(f"{stem}.{fmt}" for stem in (
+        "sampled_ndcg_test", "estimator_error_ndcg_test", "sampled_ranks_test",
+        "training_curve") for fmt in ("png", "pdf"))
+    for path in written:
+        if path.suffix == ".png":
+            _not_blank(path)
+        else:
+            assert path.read_bytes()[:5] == b"%PDF-"
+
+
+def test_heatmap_marks_missing_cells_and_checks_its_shape(tmp_path):
+    from linrec.plots import plot_heatmap
+
+    values = np.array([[0.1, np.nan], [0.3, 0.4]])
+    plot_heatmap(values, [10, 20], [1.0, 100.0], "rank", "lam", path=tmp_path / "grid.png")
+    _not_blank(tmp_path / "grid.png")
+    with pytest.raises(ConfigError, match="do not match"):
+        plot_heatmap(values, [10], [1.0, 100.0], "rank", "lam")

@@ -612,3 +612,32 @@ def test_concurrent_processes_decompose_once(tmp_path):
     assert sum(o.count("decomposed") for o in outs) == 1
     sums = {line for o in outs for line in o.splitlines() if line.startswith("sum")}
     assert len(sums) == 1
+
+
+def test_a_writer_killed_while_storing_leaves_no_entry(tmp_path, monkeypatch):
+    """Interrupted between the two arrays: nothing under spectra/ but the lock; the next
+    process decomposes again and stores a whole entry."""
+    import linrec.models.spectral as spectral
+    from linrec.models import spectrum_store
+
+    monkeypatch.setenv("LINREC_DATA", str(tmp_path))
+    rng = np.random.default_rng(1)
+    train = sp.csr_matrix((rng.random((50, 20)) < 0.3).astype(np.float32))
+    real_save = np.save
+    calls = []
+
+    def dying(path, array, *args, **kwargs):
+        calls.append(path)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # killed while writing the vectors
+        return real_save(path, array, *args, **kwargs)
+
+    monkeypatch.setattr(np, "save", dying)
+    with pytest.raises(KeyboardInterrupt):
+        spectral.compute_spectrum(train)
+    monkeypatch.setattr(np, "save", real_save)
+    leftovers = [p.name for p in spectrum_store.root().iterdir() if not p.name.endswith(".lock")]
+    assert leftovers == []
+    spectral.clear_spectrum_cache()
+    spectral.compute_spectrum(train)
+    assert len([p for p in spectrum_store.root().iterdir() if p.is_dir()]) == 1
