@@ -170,7 +170,7 @@ def _task(cfg) -> float | None:
             skip, value = _skip_complete(plain, run_dir)
             if skip:
                 return value
-        elif sweeping:
+        else:  # a run into a directory that held an older one never mixes the two
             sweeps.clear_outputs(run_dir)
         n_jobs = sweeps.parallel_jobs(hydra_cfg) if sweeping else 1
         with sweeps.signals_raise(), sweeps.thread_budget(n_jobs):

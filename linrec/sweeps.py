@@ -40,8 +40,11 @@ log = logging.getLogger("linrec")
 SWEEP_ROOT = "multirun"
 #: files and directories a run or study writes; removed before a job runs again
 RUN_OUTPUTS = (RESULTS_FILE, STUDY_FILE, FAILED_FILE, "ranks.npz", "ranks_valid.npz",
-               "model.pkl", "training_curve.png", "training_curve.pdf")
+               "model.pkl")
 STUDY_OUTPUTS = ("runs", "tables", "figures")
+#: the figures a run writes (linrec.plots.run_figures)
+RUN_FIGURES = ("sampled_*.png", "sampled_*.pdf", "estimator_error_*.png",
+               "estimator_error_*.pdf", "training_curve.png", "training_curve.pdf")
 _MAX_NAME = 96
 _UNSAFE = re.compile(r"[^A-Za-z0-9=,.+_@-]+")
 
@@ -145,8 +148,9 @@ def clear_outputs(run_dir: Path) -> None:
 
     for name in RUN_OUTPUTS:
         (run_dir / name).unlink(missing_ok=True)
-    for figure in [*run_dir.glob("*.png"), *run_dir.glob("*.pdf")]:  # the run's figures
-        figure.unlink()
+    for pattern in RUN_FIGURES:
+        for figure in run_dir.glob(pattern):
+            figure.unlink()
     for name in STUDY_OUTPUTS:
         if (run_dir / name).is_dir():
             shutil.rmtree(run_dir / name)

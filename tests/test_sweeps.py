@@ -70,12 +70,14 @@ def test_a_complete_result_of_the_same_config_is_reused(tmp_path):
     (tmp_path / "FAILED").unlink()
     (tmp_path / "results.json").write_text("{not json")
     assert sweeps.complete_result(tmp_path, config) is None
-    for name in ("ranks.npz", "model.pkl", "FAILED"):
+    for name in ("ranks.npz", "model.pkl", "FAILED", "sampled_ndcg_test.png",
+                 "training_curve.pdf"):
         (tmp_path / name).write_text("x")
+    (tmp_path / "mine.png").write_text("a user's file")
     (tmp_path / "runs").mkdir()
     (tmp_path / ".hydra").mkdir()
     sweeps.clear_outputs(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".hydra"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".hydra", "mine.png"]
 
 
 def test_signals_raise_interrupted_within_and_are_restored_after():
@@ -221,3 +223,13 @@ def test_optuna_where_every_trial_fails_is_one_message(tmp_path):
                   "model.lam=interval(1, 10)", "data.source.n_users=-5", *SMALL[1:])
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "2 sweep job(s) failed" in proc.stderr
+
+
+def test_a_run_into_the_directory_of_an_older_one_does_not_mix_them(tmp_path):
+    assert linrec(tmp_path, "hydra.run.dir=run", *SMALL).returncode == 0
+    assert (tmp_path / "run" / "ranks_valid.npz").exists()
+    again = linrec(tmp_path, "hydra.run.dir=run", "data.split.valid_fraction=0", *SMALL)
+    assert again.returncode == 0, again.stderr
+    assert not (tmp_path / "run" / "ranks_valid.npz").exists()  # the older run's
+    record = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert set(record["splits"]) == {"test"}
