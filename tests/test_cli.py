@@ -171,5 +171,5 @@ def test_report_survives_a_closed_pipe(tmp_path):
         f"{sys.executable} -c 'from linrec.cli import report_main; import sys; "
         f"sys.exit(report_main())' {tmp_path / 'sweep'} | head -1",
         shell=True, capture_output=True, text=True, timeout=120)
-    assert report.returncode == 0 and report.stdout.startswith("|")
+    assert report.returncode == 0 and report.stdout.startswith("# linrec report")
     assert "Traceback" not in report.stderr and "BrokenPipe" not in report.stderr

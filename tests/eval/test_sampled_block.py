@@ -145,8 +145,16 @@ def test_report_layout(setup) -> None:
     names = [f"{m}@{k}" for m in METRICS for k in (1, 5, 10, 20)]
     for block, estimators in ((blocks["n=8"], cfg.estimators),
                               (blocks["adaptive"], ("adaptive_mle",))):
-        assert set(block) == {"protocol", "exact", "estimators", "timings"}
+        assert set(block) == {"protocol", "exact", "estimators", "curves", "rank_histogram",
+                              "timings"}
         assert sorted(block["exact"]) == sorted(names)
+        # the figures' data: mean curves K = 1..k_max, the exact one agreeing with `exact`
+        assert set(block["curves"]) == {"exact", *estimators}
+        for metric in METRICS:
+            assert len(block["curves"]["exact"][metric]) == 20
+            assert block["curves"]["exact"][metric][4] == block["exact"][f"{metric}@5"]
+        hist = block["rank_histogram"]
+        assert sum(hist["count"]) == int(evalset.targets.nnz) and min(hist["rank"]) >= 1
         assert list(block["estimators"]) == list(estimators)
         assert list(block["timings"]) == list(estimators)
     block = blocks["n=8"]
