@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import os
 
+from linrec.errors import ConfigError, MemoryBudgetError
+
 #: caps the threads of linrec's models and evaluator (set for each of several parallel jobs)
 THREADS_ENV = "LINREC_THREADS"
+#: bytes per score cell assumed when sizing scoring batches (scores + the model's temporaries)
+_BYTES_PER_CELL = 16
 
 
 def cpu_cores() -> int:
@@ -39,3 +43,15 @@ def available_memory_bytes() -> int:
     except OSError:
         pass
     return 8 << 30
+
+
+def batch_size_for(n_items: int, memory_budget_mb: float) -> int:
+    """Rows per scoring batch so that rows x n_items x _BYTES_PER_CELL fits the budget."""
+    if not memory_budget_mb > 0:
+        raise ConfigError(f"memory_budget_mb={memory_budget_mb} must be > 0")
+    rows = int(memory_budget_mb * 2**20 // (max(n_items, 1) * _BYTES_PER_CELL))
+    if rows < 1:
+        need = n_items * _BYTES_PER_CELL / 2**20
+        raise MemoryBudgetError(f"memory_budget_mb={memory_budget_mb} cannot hold one score row "
+                                f"of {n_items} items; raise it to at least {need:.2f}")
+    return rows

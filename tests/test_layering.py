@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "linrec"
-BASE = {"linrec.errors", "linrec.params", "linrec.atomic", "linrec.hardware", "linrec.cache"}
+BASE = {"linrec.errors", "linrec.params", "linrec.atomic", "linrec.hardware", "linrec.cache",
+        "linrec.item_order"}
 #: package prefix -> linrec packages/modules it may import
 ALLOWED = {
     "linrec.data": ("linrec.data", *BASE),

@@ -3,9 +3,10 @@
 The global rank R of a held-out item t of user u is 1 + #{candidates j that beat t}, where the
 candidates are the items that are neither in u's fold-in row nor other held-out items of u, and
 j beats t when s_j > s_t, or s_j == s_t and key(u, j) < key(u, t). `key` is a seeded hash of
-(seed, user id, item id) (`tie_break_keys`): the same key for exact and sampled ranking, the same
-whatever the batching. Excluded items rank below every candidate, so R lies in
-[1, n_candidates] with n_candidates = n_items - |foldin_u| - |T_u| + 1.
+(seed, user id, item id) (`linrec.item_order.tie_break_keys`, shared with `recommend`): the same
+key for exact and sampled ranking, the same whatever the batching. Excluded items rank below
+every candidate, so R lies in [1, n_candidates] with
+n_candidates = n_items - |foldin_u| - |T_u| + 1.
 
 Ranking a batch (`batch_global_ranks`) needs no sort of the score rows. Per row, the range
 [lowest target score, highest target score] is cut into n_items / 8 equal buckets; an item's
@@ -28,120 +29,27 @@ import scipy.sparse as sp
 
 from linrec.atomic import atomic_open
 from linrec.data.splits import EvalSet
-from linrec.errors import ConfigError, DataError, MemoryBudgetError
+from linrec.errors import ConfigError, DataError
+from linrec.hardware import batch_size_for
+from linrec.item_order import (  # noqa: F401  (re-exported: the keys the ranks use)
+    BatchKeys,
+    beats,
+    tie_break_keys,
+    tie_break_keys_at,
+)
 
-_MASK64 = (1 << 64) - 1
-# splitmix64 constants (Steele, Lea, Flood 2014; finalizer "Mix13" of Stafford)
-_GAMMA_USER = 0x9E3779B97F4A7C15
-_GAMMA_ITEM = 0xD1B54A32D192ED03
-_MIX1 = 0xBF58476D1CE4E5B9
-_MIX2 = 0x94D049BB133111EB
 #: items per bucket of the rank kernel (on average): fewer = fewer exact comparisons, bigger tables
 _ITEMS_PER_BUCKET = 8
 #: score cells per cache-sized row chunk of the rank kernel
 _CHUNK_CELLS = 1 << 19
 #: (item, target) pairs compared exactly at once (bounds memory when scores tie massively)
 _PAIR_CHUNK = 1 << 22
-#: bytes per score cell assumed when sizing batches (scores + the model's temporaries)
-_BYTES_PER_CELL = 16
 
 
 class Scorer(Protocol):
     """What ranking needs of a model (linrec.models.base.Recommender.score)."""
 
     def score(self, foldin: sp.csr_matrix, users: np.ndarray | None = None) -> np.ndarray: ...
-
-
-# ---------------------------------------------------------------------------------------------
-# tie-break keys
-# ---------------------------------------------------------------------------------------------
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finalizer, in place on a uint64 array (a bijection of uint64)."""
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(_MIX1)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(_MIX2)
-    x ^= x >> np.uint64(31)
-    return x
-
-
-def _check_seed(seed: int) -> int:
-    if isinstance(seed, bool) or int(seed) != seed or not 0 <= seed <= _MASK64:
-        raise ConfigError(f"seed={seed!r} must be an integer in [0, 2**64 - 1]")
-    return int(seed)
-
-
-def _user_bases(seed: int, users: np.ndarray) -> np.ndarray:
-    users = np.asarray(users)
-    if users.size and (not np.issubdtype(users.dtype, np.integer) or users.min() < 0):
-        raise DataError("user ids for tie-break keys must be non-negative integers")
-    seed_word = np.array([(_check_seed(seed) * _GAMMA_USER + _MIX2) & _MASK64], dtype=np.uint64)
-    seed_word = _mix64(seed_word)
-    return _mix64(seed_word[0] + users.astype(np.uint64) * np.uint64(_GAMMA_USER))
-
-
-def tie_break_keys_at(seed: int, users: np.ndarray, items: np.ndarray) -> np.ndarray:
-    """Tie-break key of each (user, item) pair: uint64, shape of np.broadcast(users, items).
-
-    key = mix64(mix64(seed, user) + item * gamma): distinct items of one user get distinct keys
-    (both steps are bijections of uint64), and a key depends on (seed, user, item) only."""
-    items = np.asarray(items)
-    if items.size and (not np.issubdtype(items.dtype, np.integer) or items.min() < 0):
-        raise DataError("item ids for tie-break keys must be non-negative integers")
-    bases = _user_bases(seed, users)
-    return _mix64(bases + items.astype(np.uint64) * np.uint64(_GAMMA_ITEM))
-
-
-def tie_break_keys(seed: int, users: np.ndarray, n_items: int) -> np.ndarray:
-    """Keys of every item for each user: uint64 (len(users), n_items), equal to
-    tie_break_keys_at(seed, users[:, None], arange(n_items)) (computed in cache-sized blocks)."""
-    bases = _user_bases(seed, np.asarray(users))
-    item_terms = np.arange(n_items, dtype=np.uint64) * np.uint64(_GAMMA_ITEM)
-    out = np.empty((len(bases), n_items), dtype=np.uint64)
-    chunk = max(1, _CHUNK_CELLS // max(n_items, 1))
-    for start in range(0, len(bases), chunk):  # cache-sized blocks of rows
-        block = out[start:start + chunk]
-        np.add(bases[start:start + chunk, None], item_terms, out=block)
-        _mix64(block)
-    return out
-
-
-class BatchKeys:
-    """Tie-break keys of one batch of users, computed on demand.
-
-    `keys[rows, items]` (integer arrays, broadcast) gives the keys of (users[rows], items) pairs;
-    `np.asarray(keys)` gives the dense (len(users), n_items) uint64 matrix (cached)."""
-
-    def __init__(self, seed: int, users: np.ndarray, n_items: int) -> None:
-        self.seed = _check_seed(seed)
-        self.users = np.asarray(users, dtype=np.int64)
-        self.n_items = int(n_items)
-        self.shape = (len(self.users), self.n_items)
-        self._dense: np.ndarray | None = None
-
-    def __getitem__(self, index: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-        rows, items = index
-        if self._dense is not None:
-            return self._dense[rows, items]
-        return tie_break_keys_at(self.seed, self.users[np.asarray(rows)], np.asarray(items))
-
-    def dense(self) -> np.ndarray:
-        """uint64 (len(users), n_items)."""
-        if self._dense is None:
-            self._dense = tie_break_keys(self.seed, self.users, self.n_items)
-        return self._dense
-
-    def __array__(self, dtype: np.dtype | None = None, copy: bool | None = None) -> np.ndarray:
-        dense = self.dense()
-        return dense if dtype is None else dense.astype(dtype)
-
-
-def beats(score_j: np.ndarray, key_j: np.ndarray, score_t: np.ndarray,
-          key_t: np.ndarray) -> np.ndarray:
-    """Does item j rank above item t (spec §0.3: score descending, then key ascending)? bool."""
-    return (score_j > score_t) | ((score_j == score_t) & (key_j < key_t))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,18 +262,6 @@ def batch_global_ranks(scores: np.ndarray, foldin: sp.csr_matrix, targets: sp.cs
 # ---------------------------------------------------------------------------------------------
 # batch loop
 # ---------------------------------------------------------------------------------------------
-
-
-def batch_size_for(n_items: int, memory_budget_mb: float) -> int:
-    """Rows per scoring batch so that rows x n_items x _BYTES_PER_CELL fits the budget."""
-    if not memory_budget_mb > 0:
-        raise ConfigError(f"memory_budget_mb={memory_budget_mb} must be > 0")
-    rows = int(memory_budget_mb * 2**20 // (max(n_items, 1) * _BYTES_PER_CELL))
-    if rows < 1:
-        need = n_items * _BYTES_PER_CELL / 2**20
-        raise MemoryBudgetError(f"memory_budget_mb={memory_budget_mb} cannot hold one score row "
-                                f"of {n_items} items; raise it to at least {need:.2f}")
-    return rows
 
 
 def score_batches(model: Scorer, evalset: EvalSet, *, users_known: bool,

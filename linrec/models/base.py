@@ -135,6 +135,80 @@ class Recommender(ABC):
     def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
         """Scores of the checked fold-in rows."""
 
+    # -- top-K lists --------------------------------------------------------------------------
+
+    def recommend(self, foldin: sp.spmatrix, k: int, users: np.ndarray | None = None, *,
+                  exclude: bool | sp.spmatrix = True, seed: int = 0,
+                  tie_users: np.ndarray | None = None, item_ids: np.ndarray | None = None,
+                  memory_budget_mb: float = 512.0) -> tuple[np.ndarray, np.ndarray]:
+        """The k best items of each fold-in row, best first: (items (m, k), scores (m, k)).
+
+        foldin: CSR (m x n_items), the users' known items; users: their training-row ids, as
+        for `score` (None: fold them in from `foldin`). exclude: True (default) never returns a
+        row's fold-in items, False returns any item, a sparse (m x n_items) matrix excludes its
+        entries instead. Ties are broken as the evaluator breaks them, by the key of (seed,
+        tie_users[row], item) with tie_users defaulting to users, else the row positions:
+        `recommend(evalset.foldin, k, evalset.users, seed=run seed)` lists exactly the items the
+        evaluator ranks 1..k. item_ids (Split.item_ids): return raw item ids (object array)
+        instead of indices. A row with fewer than k candidates ends in item -1 (None with
+        item_ids) and score -inf. Scored in batches of memory_budget_mb, like the evaluator."""
+        from linrec.hardware import batch_size_for
+        from linrec.item_order import BatchKeys, top_k
+
+        self.check_fitted()
+        foldin = check_foldin(foldin, self.n_items_, f"{self.name}.recommend")
+        n_rows, n_items = foldin.shape
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ConfigError(f"{self.name}.recommend: k={k!r} must be a positive integer")
+        if users is not None:
+            users = np.asarray(users, dtype=np.int64)
+            if users.shape != (n_rows,):
+                raise DataError(f"{self.name}.recommend: users has shape {users.shape}; "
+                                f"expected ({n_rows},), one per fold-in row")
+        key_users = users if tie_users is None else np.asarray(tie_users, dtype=np.int64)
+        if key_users is None:
+            key_users = np.arange(n_rows, dtype=np.int64)
+        elif key_users.shape != (n_rows,):
+            raise DataError(f"{self.name}.recommend: tie_users has shape {key_users.shape}; "
+                            f"expected ({n_rows},)")
+        if isinstance(exclude, (bool, np.bool_)):
+            masked = foldin if exclude else None
+        else:
+            masked = check_foldin(exclude, n_items, f"{self.name}.recommend exclude")
+            if masked.shape[0] != n_rows:
+                raise DataError(f"{self.name}.recommend: exclude has {masked.shape[0]} rows; "
+                                f"expected {n_rows}, one per fold-in row")
+        if item_ids is not None and len(item_ids) != n_items:
+            raise DataError(f"{self.name}.recommend: item_ids has {len(item_ids)} entries; "
+                            f"the model scores {n_items} items")
+        kk = min(int(k), n_items)
+        items = np.empty((n_rows, kk), np.int64)
+        scores = None
+        step = batch_size_for(n_items, memory_budget_mb)
+        for start in range(0, n_rows, step):
+            rows = slice(start, min(n_rows, start + step))
+            batch = np.asarray(self._score(foldin[rows], None if users is None else users[rows]))
+            if batch.dtype.kind != "f":
+                batch = batch.astype(np.float64)
+            elif not batch.flags.writeable:
+                batch = batch.copy()
+            if masked is not None:
+                part = masked[rows]
+                batch[np.repeat(np.arange(part.shape[0]), np.diff(part.indptr)),
+                      part.indices] = -np.inf
+            got_items, got_scores = top_k(batch, kk, BatchKeys(seed, key_users[rows], n_items))
+            if scores is None:
+                scores = np.empty((n_rows, kk), got_scores.dtype)
+            items[rows], scores[rows] = got_items, got_scores
+        if scores is None:
+            scores = np.empty((0, kk))
+        if item_ids is None:
+            return items, scores
+        raw = np.empty(items.shape, dtype=object)
+        found = items >= 0
+        raw[found] = np.asarray(item_ids, dtype=object)[items[found]]
+        return raw, scores
+
     def training_log(self) -> dict[str, Any] | None:
         """What a trained model records about its training (per-epoch loss, validation metric,
         ...) for results.json; None for closed-form models."""

@@ -1,0 +1,172 @@
+"""The one order of a user's items, shared by the evaluator and `Recommender.recommend`
+(spec/evaluation.md §0.3): score descending, then a seeded key ascending.
+
+`key` is a hash of (seed, user id, item id) (`tie_break_keys`): the same key for exact and
+sampled ranking and for top-K lists, the same whatever the batching. `top_k` selects the k best
+items of each score row in that order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from linrec.errors import ConfigError, DataError
+from linrec.hardware import thread_limit
+
+_MASK64 = (1 << 64) - 1
+# splitmix64 constants (Steele, Lea, Flood 2014; finalizer "Mix13" of Stafford)
+_GAMMA_USER = 0x9E3779B97F4A7C15
+_GAMMA_ITEM = 0xD1B54A32D192ED03
+_MIX1 = 0xBF58476D1CE4E5B9
+_MIX2 = 0x94D049BB133111EB
+#: key cells per cache-sized block of `tie_break_keys`
+_CHUNK_CELLS = 1 << 19
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer, in place on a uint64 array (a bijection of uint64)."""
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(_MIX1)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(_MIX2)
+    x ^= x >> np.uint64(31)
+    return x
+
+
+def _check_seed(seed: int) -> int:
+    if isinstance(seed, bool) or int(seed) != seed or not 0 <= seed <= _MASK64:
+        raise ConfigError(f"seed={seed!r} must be an integer in [0, 2**64 - 1]")
+    return int(seed)
+
+
+def _user_bases(seed: int, users: np.ndarray) -> np.ndarray:
+    users = np.asarray(users)
+    if users.size and (not np.issubdtype(users.dtype, np.integer) or users.min() < 0):
+        raise DataError("user ids for tie-break keys must be non-negative integers")
+    seed_word = np.array([(_check_seed(seed) * _GAMMA_USER + _MIX2) & _MASK64], dtype=np.uint64)
+    seed_word = _mix64(seed_word)
+    return _mix64(seed_word[0] + users.astype(np.uint64) * np.uint64(_GAMMA_USER))
+
+
+def tie_break_keys_at(seed: int, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """Tie-break key of each (user, item) pair: uint64, shape of np.broadcast(users, items).
+
+    key = mix64(mix64(seed, user) + item * gamma): distinct items of one user get distinct keys
+    (both steps are bijections of uint64), and a key depends on (seed, user, item) only."""
+    items = np.asarray(items)
+    if items.size and (not np.issubdtype(items.dtype, np.integer) or items.min() < 0):
+        raise DataError("item ids for tie-break keys must be non-negative integers")
+    bases = _user_bases(seed, users)
+    return _mix64(bases + items.astype(np.uint64) * np.uint64(_GAMMA_ITEM))
+
+
+def tie_break_keys(seed: int, users: np.ndarray, n_items: int) -> np.ndarray:
+    """Keys of every item for each user: uint64 (len(users), n_items), equal to
+    tie_break_keys_at(seed, users[:, None], arange(n_items)) (computed in cache-sized blocks)."""
+    bases = _user_bases(seed, np.asarray(users))
+    item_terms = np.arange(n_items, dtype=np.uint64) * np.uint64(_GAMMA_ITEM)
+    out = np.empty((len(bases), n_items), dtype=np.uint64)
+    chunk = max(1, _CHUNK_CELLS // max(n_items, 1))
+    for start in range(0, len(bases), chunk):  # cache-sized blocks of rows
+        block = out[start:start + chunk]
+        np.add(bases[start:start + chunk, None], item_terms, out=block)
+        _mix64(block)
+    return out
+
+
+class BatchKeys:
+    """Tie-break keys of one batch of users, computed on demand.
+
+    `keys[rows, items]` (integer arrays, broadcast) gives the keys of (users[rows], items) pairs;
+    `np.asarray(keys)` gives the dense (len(users), n_items) uint64 matrix (cached)."""
+
+    def __init__(self, seed: int, users: np.ndarray, n_items: int) -> None:
+        self.seed = _check_seed(seed)
+        self.users = np.asarray(users, dtype=np.int64)
+        self.n_items = int(n_items)
+        self.shape = (len(self.users), self.n_items)
+        self._dense: np.ndarray | None = None
+
+    def __getitem__(self, index: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        rows, items = index
+        if self._dense is not None:
+            return self._dense[rows, items]
+        return tie_break_keys_at(self.seed, self.users[np.asarray(rows)], np.asarray(items))
+
+    def dense(self) -> np.ndarray:
+        """uint64 (len(users), n_items)."""
+        if self._dense is None:
+            self._dense = tie_break_keys(self.seed, self.users, self.n_items)
+        return self._dense
+
+    def __array__(self, dtype: np.dtype | None = None, copy: bool | None = None) -> np.ndarray:
+        dense = self.dense()
+        return dense if dtype is None else dense.astype(dtype)
+
+
+def beats(score_j: np.ndarray, key_j: np.ndarray, score_t: np.ndarray,
+          key_t: np.ndarray) -> np.ndarray:
+    """Does item j rank above item t (spec §0.3: score descending, then key ascending)? bool."""
+    return (score_j > score_t) | ((score_j == score_t) & (key_j < key_t))
+
+
+# ---------------------------------------------------------------------------------------------
+# top-K selection
+# ---------------------------------------------------------------------------------------------
+
+
+def top_k(scores: np.ndarray, k: int, keys: BatchKeys | np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """The k best items of each row, best first, in the order of `beats`.
+
+    scores: float (m, n_items); entries of -inf are excluded (masked) items and never returned.
+    keys: the rows' tie-break keys (`BatchKeys` or a uint64 (m, n_items) array).
+    Returns items int64 (m, k') and scores (m, k'), k' = min(k, n_items); a row with fewer than
+    k' candidates ends in item -1 with score -inf. NaN or +inf scores raise DataError.
+
+    The k + 1 largest scores of every row come from torch.topk (threaded, no sort of the row);
+    a row whose k-th and (k+1)-th scores tie is completed exactly from the keys of every item
+    that shares the k-th score, so the result is the exact order, not torch's tie order."""
+    import torch
+
+    if isinstance(k, bool) or int(k) != k or k < 1:
+        raise ConfigError(f"k={k!r} must be a positive integer")
+    scores = np.ascontiguousarray(scores)
+    if not scores.flags.writeable:  # torch.from_numpy shares memory and wants it writeable
+        scores = scores.copy()
+    if scores.ndim != 2 or not np.issubdtype(scores.dtype, np.floating):
+        raise DataError(f"top_k needs a float (rows, items) score matrix, got {scores.dtype} "
+                        f"{scores.shape}")
+    n_rows, n_items = scores.shape
+    kk = min(int(k), n_items)
+    if n_rows == 0 or kk == 0:
+        return np.empty((n_rows, kk), np.int64), np.empty((n_rows, kk), scores.dtype)
+    k1 = min(kk + 1, n_items)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(thread_limit())
+    try:
+        values, index = torch.topk(torch.from_numpy(scores), k1, dim=1, largest=True,
+                                   sorted=True)
+    finally:
+        torch.set_num_threads(previous)
+    values, index = values.numpy(), index.numpy().astype(np.int64)
+    bad = np.flatnonzero(np.isnan(values[:, 0]) | (values[:, 0] == np.inf))
+    if len(bad):
+        raise DataError(f"model scores of row {int(bad[0])} contain NaN or +inf; scores must be "
+                        "finite (an item scored -inf is treated as excluded)")
+    items, best = index[:, :kk].copy(), values[:, :kk].copy()
+    if k1 > kk:  # the k-th score ties with the next one: pick among the tied items by key
+        for r in np.flatnonzero((values[:, kk - 1] == values[:, kk]) & (values[:, kk] > -np.inf)):
+            v = values[r, kk - 1]
+            above = np.flatnonzero(scores[r] > v)
+            tied = np.flatnonzero(scores[r] == v)
+            tied = tied[np.argsort(keys[np.zeros(len(tied), np.int64) + r, tied],
+                                   kind="stable")[:kk - len(above)]]
+            items[r] = np.concatenate([above, tied])
+            best[r] = scores[r, items[r]]
+    rows = np.repeat(np.arange(n_rows, dtype=np.int64), kk)
+    # rows first, so the sorted entries are still kk per row in row order
+    order = np.lexsort((keys[rows, items.ravel()], -best.ravel(), rows))
+    items = items.ravel()[order].reshape(n_rows, kk)
+    best = best.ravel()[order].reshape(n_rows, kk)
+    items[best == -np.inf] = -1
+    return items, best
