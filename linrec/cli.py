@@ -236,3 +236,18 @@ def report_main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# linrec-recommend
+
+
+def recommend_main(argv: list[str] | None = None) -> int:
+    """`linrec-recommend RUN_DIR`: see linrec/recommend.py and README.md."""
+    from linrec.recommend import main as recommend
+
+    try:
+        return recommend(argv)
+    except LinrecError as exc:
+        print(f"linrec-recommend: error: {exc}", file=sys.stderr)
+        return 2
