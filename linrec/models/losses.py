@@ -33,9 +33,12 @@ REDUCTIONS = ("mean", "sum")
 class LossConfig(Params):
     """Base of the loss configs. Class attributes say what the trainer must supply:
     `full_catalogue` (s_neg = all items, no sampling), `positives` (s_ppos and tau_plus),
-    `logq` (neg_logq), `cosine` (the loss is defined for cosine scores only)."""
+    `logq` (neg_logq), `cosine` (the loss is defined for cosine scores only). `stats` names the
+    per-batch diagnostics a loss writes into the `stats` dict the trainer then passes
+    (0-d tensors, kept on the device; the trainer logs their epoch means)."""
 
     where = "loss"
+    stats: ClassVar[tuple[str, ...]] = ()
     full_catalogue: ClassVar[bool] = False
     positives: ClassVar[bool] = False
     logq: ClassVar[bool] = False
@@ -114,12 +117,15 @@ class DebiasedInfoNCELoss(LossConfig):
 
     positives = True
     cosine = True
+    stats = ("clamped_fraction",)
     name: str = "debiased_infonce"
     negative_weight: float = param(800.0, gt=0, doc="λ; λ = N with τ⁺ = 0 is InfoNCE")
     pos_correction: str = param("sampled", choices=("sampled", "anchor"))
 
     def __call__(self, s_pos, s_neg, s_ppos=None, tau_plus=0.0, neg_logq=None,
-                 score_floor=-math.inf):
+                 score_floor=-math.inf, stats=None):
+        """stats (a dict, optional) receives "clamped_fraction": the share of rows whose g sits
+        on its floor, where every negative gets zero gradient (spec §1.4: log it)."""
         torch = _torch()
         positives = s_pos[:, None] if self.pos_correction == "anchor" else s_ppos
         if positives is None:
@@ -134,8 +140,10 @@ class DebiasedInfoNCELoss(LossConfig):
         above = log_r < 0
         ratio = torch.exp(torch.where(above, log_r, -math.inf))
         log_g = torch.where(above, log_a + torch.log1p(-ratio), -math.inf) - torch.log1p(-tau)
-        log_g = torch.maximum(log_g, torch.as_tensor(score_floor, dtype=s_pos.dtype,
-                                                     device=s_pos.device))
+        floor = torch.as_tensor(score_floor, dtype=s_pos.dtype, device=s_pos.device)
+        if stats is not None:
+            stats["clamped_fraction"] = (log_g < floor).to(s_pos.dtype).mean().detach()
+        log_g = torch.maximum(log_g, floor)
         return torch.logaddexp(s_pos, math.log(self.negative_weight) + log_g) - s_pos
 
 

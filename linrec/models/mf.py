@@ -227,6 +227,7 @@ class _Trainer:
         self.pair_items = torch.as_tensor(train.indices.astype(np.int64), device=self.device)
         self.score_floor = -1.0 / cfg.temperature if cfg.similarity == "cosine" else -math.inf
         self.history: list[dict[str, Any]] = []
+        self.epoch_stats: dict[str, float] = {}
         self.best_state: dict[str, Any] | None = None
         self.best_epoch: int | None = None
         self.start_epoch = 0
@@ -309,15 +310,16 @@ class _Trainer:
             loss = self._epoch(epoch)
             record = {"epoch": epoch, "loss": loss,
                       "lr": self.optimizer.param_groups[0]["lr"], "valid": None,
-                      "seconds": 0.0}
+                      "seconds": 0.0, **self.epoch_stats}
             if self.validation is not None and (epoch % cfg.eval_every == 0
                                                 or epoch == cfg.epochs):
                 self._evaluate(record)
             record["seconds"] = time.perf_counter() - started
             self.history.append(record)
-            log.info("mf epoch %d: loss %.5f, lr %.2e, valid %s, %.1f s", epoch, loss,
+            log.info("mf epoch %d: loss %.5f, lr %.2e, valid %s, %.1f s%s", epoch, loss,
                      record["lr"], "-" if record["valid"] is None else f"{record['valid']:.5f}",
-                     record["seconds"])
+                     record["seconds"],
+                     "".join(f", {k} {v:.4f}" for k, v in self.epoch_stats.items()))
             if epoch == cfg.epochs and not self.finished:
                 self.stop_reason = "epochs"
                 self.finished = True
@@ -367,6 +369,8 @@ class _Trainer:
         n_batches = math.ceil(len(self.pair_users) / self.cfg.batch_size)
         losses = torch.zeros(n_batches, device=self.device)
         sizes = torch.zeros(n_batches, device=self.device)
+        self._stat_sums = {name: torch.zeros((), device=self.device)
+                           for name in self.model.loss.stats}
         batches = self._batches()
         if sys.stderr.isatty():
             from tqdm import tqdm
@@ -380,7 +384,10 @@ class _Trainer:
             if step + 1 - checked >= _CHECK_EVERY or step + 1 == n_batches:
                 self._check_finite(losses[checked:step + 1], epoch, checked)
                 checked = step + 1
-        loss = float((losses * sizes).sum() / sizes.sum())
+        total = sizes.sum()
+        loss = float((losses * sizes).sum() / total)
+        #: the loss's diagnostics (LossConfig.stats), means over the epoch's examples
+        self.epoch_stats = {name: float(value / total) for name, value in self._stat_sums.items()}
         if self.cfg.reg > 0 and self.cfg.reg_mode == "full_table":  # at the epoch's end
             with torch.no_grad():
                 loss += self.cfg.reg / 2 * sum(float(torch.linalg.vector_norm(w)) ** 2
@@ -435,7 +442,14 @@ class _Trainer:
         if neg_logq is not None and neg_logq.ndim == 1:
             neg_logq = neg_logq.expand(len(users), -1)
         tau = self.sampler.tau_plus(users) if loss_fn.positives else 0.0
-        value = loss_fn(s_pos, s_neg, s_ppos, tau, neg_logq, self.score_floor).mean()
+        if loss_fn.stats:
+            stats: dict = {}
+            value = loss_fn(s_pos, s_neg, s_ppos, tau, neg_logq, self.score_floor,
+                            stats=stats).mean()
+            for name in loss_fn.stats:  # summed per example, on the device
+                self._stat_sums[name] += stats[name] * len(users)
+        else:
+            value = loss_fn(s_pos, s_neg, s_ppos, tau, neg_logq, self.score_floor).mean()
         if cfg.reg > 0 and cfg.reg_mode == "batch_rows":
             rows = torch.cat([model._users[users], model._items[positives]])
             value = value + cfg.reg / 2 * (rows ** 2).sum()

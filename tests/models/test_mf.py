@@ -219,3 +219,19 @@ def test_gradient_clipping_matches_torch():
         torch.nn.utils.clip_grad_norm_(copies, 10.0)
         for a, b in zip(tables, copies, strict=True):
             torch.testing.assert_close(a.grad, b.grad, rtol=1e-6, atol=0)
+
+
+def test_debiased_infonce_logs_the_share_of_clamped_rows(split, tmp_path):
+    """spec §1.4: while g sits on its floor every negative gets zero gradient; the trainer
+    records the share of such rows per epoch (none at τ⁺ = 0, most at τ⁺ = 0.9)."""
+    shares = {}
+    for tau in (0.0, 0.9):
+        model = fit(split, tmp_path, f"tau{tau}", validation=False, epochs=2,
+                    loss={"name": "debiased_infonce", "negative_weight": 40.0},
+                    temperature=0.2,
+                    sampling={"n_negatives": 40, "n_positives": 5, "prior": "fixed",
+                              "tau_plus": tau})
+        shares[tau] = [record["clamped_fraction"] for record in model.history_]
+        assert len(shares[tau]) == 2 and all(0.0 <= s <= 1.0 for s in shares[tau])
+    assert shares[0.0] == [0.0, 0.0]
+    assert min(shares[0.9]) > 0.5
