@@ -1,9 +1,10 @@
 """Factor models fitted by alternating least squares (spec/linear_models.md §3.8–§3.10,
 spec/losses.md §4.2).
 
-* `IALS`: iALS with frequency-scaled regularization (Rendle et al. 2022, eq. 99). Exact block
-  solves with the Gramian trick, vectorised over blocks of users (items) of similar length;
-  Cholesky or warm-started conjugate gradient; numpy or torch back-end.
+* `IALS`: iALS with frequency-scaled regularization (Rendle et al. 2022, eq. 99). Exact row
+  solves with the Gramian trick, Cholesky or warm-started conjugate gradient; back-ends: numba
+  (compiled per-row solvers on the CSR rows, `_als_kernels`, the default), numpy or torch
+  (vectorised over padded blocks of rows of similar length).
 * `DebiasedIALS`: the debiased-MSE iALS of losses.md §4.2 with the per-user confidence c_u of
   losses.md §4.1 (Theorem 2: one step = the mapped iALS step × 1/(1−α₀)).
 * `WMF`: Hu et al.'s weighted MF through `implicit.cpu.als.AlternatingLeastSquares`.
@@ -134,6 +135,30 @@ class _TorchOps:
             self.torch.set_num_threads(previous)
 
 
+class _NumbaOps(_NumpyOps):
+    """numpy arrays; rows are solved by the compiled kernels of `_als_kernels` on a CSR side
+    (`_CsrSide`) instead of padded blocks, on `threads` numba threads."""
+
+    name = "numba"
+
+    def __init__(self, dtype: str, threads: int = 0) -> None:
+        super().__init__(dtype)
+        self.threads = thread_count(threads)
+
+    @contextmanager
+    def single_threaded_kernels(self) -> Iterator[None]:
+        # BLAS on one thread: an idle OpenBLAS pool spins and takes the cores from numba's
+        import numba
+
+        previous = numba.get_num_threads()
+        numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
+        try:
+            with threadpool_limits(limits=1, user_api="blas"):
+                yield
+        finally:
+            numba.set_num_threads(previous)
+
+
 class _NotPositiveDefinite(Exception):
     """A k x k system of the ALS step is not positive definite (reg = 0 and rank-deficient)."""
 
@@ -153,7 +178,9 @@ def _batched_cholesky_substitution(chol: np.ndarray, rhs: np.ndarray) -> np.ndar
     return solution
 
 
-def _make_ops(backend: str, dtype: str) -> _NumpyOps | _TorchOps:
+def _make_ops(backend: str, dtype: str, threads: int = 0) -> _NumpyOps | _TorchOps:
+    if backend == "numba":
+        return _NumbaOps(dtype, threads)
     return _NumpyOps(dtype) if backend == "numpy" else _TorchOps(dtype)
 
 
@@ -170,6 +197,19 @@ class _Block:
     neighbours: Any
     quad_weights: Any
     lin_weights: Any
+
+
+@dataclass(frozen=True)
+class _CsrSide:
+    """All rows of one side for the numba kernels: the CSR pattern (indptr, indices), the q / l
+    weights of each interaction (nnz,), and the non-empty rows in a fixed shuffled order (rows
+    of similar cost spread over the threads; the solution does not depend on the order)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    quad_weights: np.ndarray
+    lin_weights: np.ndarray
+    rows: np.ndarray
 
 
 def _plan_spans(sorted_lengths: np.ndarray, bytes_per_row: Callable[[np.ndarray], np.ndarray],
@@ -191,8 +231,14 @@ def _build_blocks(pattern: sp.csr_matrix, quad_nnz: np.ndarray, lin_nnz: np.ndar
                   ops: _NumpyOps | _TorchOps, bytes_per_row: Callable[[np.ndarray], np.ndarray],
                   max_rows: int, budget: int) -> list[_Block]:
     """Blocks of the non-empty rows of `pattern` (rows x cols CSR) grouped by length.
-    quad_nnz / lin_nnz: (nnz,) weights aligned with pattern.indices."""
+    quad_nnz / lin_nnz: (nnz,) weights aligned with pattern.indices. The numba back-end takes
+    the whole side as one `_CsrSide` instead."""
     lengths = np.diff(pattern.indptr)
+    if ops.name == "numba":
+        rows = np.random.default_rng(0).permutation(np.flatnonzero(lengths > 0))
+        return [_CsrSide(np.ascontiguousarray(pattern.indptr),
+                         np.ascontiguousarray(pattern.indices), ops.array(quad_nnz),
+                         ops.array(lin_nnz), rows.astype(np.int64))]
     order = np.argsort(lengths, kind="stable")
     order = order[lengths[order] > 0]  # empty rows have the exact solution 0
     sorted_lengths = lengths[order]
@@ -247,10 +293,10 @@ class IALS(_FactorModel):
     implicit). Blocks run on `num_threads` threads (0 = all cores) with single-threaded kernels.
 
     Parameters: factors k; reg λ >= 0; alpha0 α₀ >= 0 (unobserved weight); nu ν >= 0;
-    epochs; solver "cholesky" | "cg"; cg_steps; backend "numpy" | "torch" (same numbers);
-    block_size (max rows per block; blocks are also capped at 2 MiB for CG, 32 MiB for
-    Cholesky); seed; init_std (factors start as N(0, init_std²/k)); dtype "float32" |
-    "float64"; num_threads; record_loss.
+    epochs; solver "cholesky" | "cg"; cg_steps; backend "numba" | "numpy" | "torch" (same
+    numbers to rounding); block_size (numpy / torch: max rows per block; blocks are also capped
+    at 2 MiB for CG, 32 MiB for Cholesky); seed; init_std (factors start as
+    N(0, init_std²/k)); dtype "float32" | "float64"; num_threads; record_loss.
     After fit: user_factors_ (n_users x k), item_factors_ (n_items x k), loss_history_ (the
     objective after each epoch; empty when record_loss is False), epoch_seconds_ (wall time of
     each epoch's two sweeps). Users with an empty training row get the zero vector.
@@ -281,7 +327,7 @@ class IALS(_FactorModel):
         n_users, n_items = pattern.shape
         if pattern.nnz == 0:
             raise DataError(f"{self.name}.fit: train {pattern.shape} has no interactions")
-        ops = _make_ops(self.backend, self.dtype)
+        ops = _make_ops(self.backend, self.dtype, self.num_threads)
         user_blocks, item_blocks, user_reg, item_reg = self._training_blocks(pattern, ops)
 
         rng = np.random.default_rng(self.seed)
@@ -349,6 +395,9 @@ class IALS(_FactorModel):
                fixed: Any, reg_diag: Any, out: Any, solver: str) -> None:
         """Solve every row of `blocks` given the other side's factors `fixed`; writes `out`."""
         shift = self.alpha0 * (fixed.T @ fixed)  # α₀ YᵀY: the Gramian trick, once per sweep
+        if ops.name == "numba":
+            self._sweep_compiled(blocks[0], fixed, shift, reg_diag, out, solver)
+            return
         diagonal = ops.arange(self.factors)
 
         def solve(block: _Block) -> None:
@@ -362,14 +411,31 @@ class IALS(_FactorModel):
                 try:
                     out[block.rows] = ops.cholesky_solve(systems, rhs)
                 except _NotPositiveDefinite:
-                    raise ConfigError(
-                        f"{self.name}: an ALS system is not positive definite "
-                        f"(reg={self.reg}, alpha0={self.alpha0}); use reg > 0") from None
+                    raise self._not_positive_definite() from None
             else:
                 out[block.rows] = _conjugate_gradient(ops, gathered, block.quad_weights, shift,
                                                       lam, rhs, out[block.rows], self.cg_steps)
 
         list(pool.map(solve, blocks))
+
+    def _sweep_compiled(self, side: _CsrSide, fixed: np.ndarray, shift: np.ndarray,
+                        reg_diag: np.ndarray, out: np.ndarray, solver: str) -> None:
+        """`_sweep` of the numba back-end: every row of `side` by a compiled kernel."""
+        from linrec.models import _als_kernels as kernels
+
+        args = (side.indptr, side.indices, side.quad_weights, side.lin_weights, fixed,
+                np.ascontiguousarray(shift, dtype=fixed.dtype), reg_diag, side.rows, out)
+        if solver == "cg":
+            kernels.cg_rows(*args, self.cg_steps)
+            return
+        failed = np.zeros(len(side.rows), dtype=np.int8)
+        kernels.cholesky_rows(*args, failed)
+        if failed.any():
+            raise self._not_positive_definite()
+
+    def _not_positive_definite(self) -> ConfigError:
+        return ConfigError(f"{self.name}: an ALS system is not positive definite "
+                           f"(reg={self.reg}, alpha0={self.alpha0}); use reg > 0")
 
     # -- objective -------------------------------------------------------------------------------
 
@@ -385,7 +451,15 @@ class IALS(_FactorModel):
             value = (block.quad_weights * predicted - 2.0 * block.lin_weights) * predicted
             return float((value + block.lin_weights).sum())
 
-        total = math.fsum(pool.map(observed, user_blocks))
+        if ops.name == "numba":
+            from linrec.models._als_kernels import observed_loss
+
+            side = user_blocks[0]
+            total = math.fsum(observed_loss(side.indptr, side.indices, side.quad_weights,
+                                            side.lin_weights, user_factors, item_factors,
+                                            side.rows))
+        else:
+            total = math.fsum(pool.map(observed, user_blocks))
         total += self.alpha0 * float(((user_factors.T @ user_factors)
                                       * (item_factors.T @ item_factors)).sum())
         total += float((user_reg * (user_factors * user_factors).sum(1)).sum())
@@ -429,7 +503,7 @@ class IALS(_FactorModel):
         if fixed.ndim != 2 or fixed.shape[1] != self.factors:
             raise DataError(f"{self.name}: factors of shape {fixed.shape}, need "
                             f"(n, {self.factors})")
-        ops = _make_ops(self.backend, self.dtype)
+        ops = _make_ops(self.backend, self.dtype, self.num_threads)
         blocks = _build_blocks(pattern, quad_nnz, lin_nnz, ops,
                                self._bytes_per_row("cholesky"), self.block_size,
                                _BLOCK_BYTES["cholesky"])

@@ -23,7 +23,7 @@ from linrec.models.samplers import SamplingConfig
 from linrec.params import FLOAT_DTYPES, Params, chosen_config, param
 
 SOLVERS = ("cholesky", "cg")
-BACKENDS = ("torch", "numpy")
+BACKENDS = ("torch", "numpy", "numba")
 PRIORS = ("ratio_alpha", "count_k", "fixed")
 CONFIDENCES = ("alpha", "one_plus_alpha")
 #: item-item models a nearby model can start from (their W is dense)
@@ -243,8 +243,10 @@ class IALSConfig(ModelConfig):
     epochs: int = param(16, ge=1)
     solver: str = param("cholesky", choices=SOLVERS, doc="cholesky (exact) | cg")
     cg_steps: int = param(3, ge=1)
-    backend: str = param("torch", choices=BACKENDS, doc="same numbers; torch is faster")
-    block_size: int = param(4096, ge=1, doc="max rows solved together")
+    backend: str = param("numba", choices=BACKENDS,
+                         doc="numba (compiled row solvers, fastest) | torch | numpy; same "
+                             "numbers to rounding")
+    block_size: int = param(4096, ge=1, doc="max rows solved together (numpy, torch)")
     seed: int = param(0, ge=0, doc="the run seed in configs")
     init_std: float = param(0.1, ge=0, doc="factors start as N(0, init_std²/factors)")
     dtype: str = _dtype("float32")

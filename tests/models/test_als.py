@@ -77,7 +77,7 @@ PARAMS = dict(factors=4, reg=0.05, alpha0=0.3, nu=1.0, dtype="float64", block_si
 
 
 @pytest.mark.parametrize("solver", ["cholesky", "cg"])
-@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("backend", ["numpy", "torch", "numba"])
 def test_ials_loss_decreases_monotonically(solver: str, backend: str) -> None:
     model = IALS(**PARAMS, epochs=12, solver=solver, backend=backend).fit(random_binary())
     loss = model.loss_history_
@@ -125,9 +125,10 @@ def test_ials_fit_epoch_equals_brute_force_sweep() -> None:
 
 
 @pytest.mark.parametrize("solver", ["cholesky", "cg"])
-def test_numpy_and_torch_backends_agree(solver: str) -> None:
+@pytest.mark.parametrize("other", ["torch", "numba"])
+def test_backends_agree_with_numpy(solver: str, other: str) -> None:
     x = random_binary(seed=4)
-    fits = [IALS(**PARAMS, epochs=4, solver=solver, backend=b).fit(x) for b in ("numpy", "torch")]
+    fits = [IALS(**PARAMS, epochs=4, solver=solver, backend=b).fit(x) for b in ("numpy", other)]
     np.testing.assert_allclose(fits[0].user_factors_, fits[1].user_factors_, atol=1e-10)
     np.testing.assert_allclose(fits[0].item_factors_, fits[1].item_factors_, atol=1e-10)
     np.testing.assert_allclose(fits[0].loss_history_, fits[1].loss_history_, rtol=1e-12)
@@ -360,3 +361,22 @@ def test_wmf_with_unit_confidence_is_regularized_mf() -> None:
 
 # --------------------------------------------------------------------------------------------
 # Configs
+
+
+@pytest.mark.parametrize("solver", ["cholesky", "cg"])
+def test_numba_backend_float32_and_debiased_agree_with_numpy(solver: str) -> None:
+    """The compiled kernels in float32 (rounding only) and with the debiased weights q, l."""
+    x = random_binary(n_users=300, n_items=60, density=0.1, seed=8)
+    for cls, extra in ((IALS, {}), (DebiasedIALS, {"prior": "count_k", "prior_k": 3})):
+        fits = [cls(**{**PARAMS, **extra, "dtype": "float32"}, epochs=3, solver=solver, backend=b,
+                    num_threads=2).fit(x) for b in ("numpy", "numba")]
+        scale = np.abs(fits[0].user_factors_).max()
+        np.testing.assert_allclose(fits[1].user_factors_, fits[0].user_factors_,
+                                   atol=2e-4 * scale)
+        np.testing.assert_allclose(fits[1].loss_history_, fits[0].loss_history_, rtol=1e-4)
+
+
+def test_numba_backend_reports_an_indefinite_system() -> None:
+    with pytest.raises(ConfigError, match="not positive definite"):
+        IALS(factors=30, reg=0.0, alpha0=0.0, epochs=1, backend="numba",
+             dtype="float64").fit(random_binary(n_users=10, n_items=40, density=0.05))
