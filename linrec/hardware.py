@@ -3,7 +3,10 @@ linrec may start, and the memory the OS reports as available."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from functools import lru_cache
 
 from linrec.errors import ConfigError, MemoryBudgetError
 
@@ -55,3 +58,35 @@ def batch_size_for(n_items: int, memory_budget_mb: float) -> int:
         raise MemoryBudgetError(f"memory_budget_mb={memory_budget_mb} cannot hold one score row "
                                 f"of {n_items} items; raise it to at least {need:.2f}")
     return rows
+
+
+@lru_cache(maxsize=1)
+def _threadpool_controller():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+@contextlib.contextmanager
+def blas_threads(n_threads: int | None) -> Iterator[None]:
+    """Limit the BLAS/LAPACK thread pools to `n_threads` inside the block (None: no limit).
+    The one place linrec limits BLAS threads (the controller is built once: building it scans
+    every loaded library)."""
+    if n_threads is None:
+        yield
+        return
+    with _threadpool_controller().limit(limits=max(1, int(n_threads)), user_api="blas"):
+        yield
+
+
+@contextlib.contextmanager
+def torch_threads(n_threads: int) -> Iterator[None]:
+    """torch's intra-op thread count set to `n_threads` inside the block, restored after."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(n_threads)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from linrec.errors import ConfigError, DataError
-from linrec.hardware import thread_limit
+from linrec.hardware import thread_limit, torch_threads
 
 _MASK64 = (1 << 64) - 1
 # splitmix64 constants (Steele, Lea, Flood 2014; finalizer "Mix13" of Stafford)
@@ -141,13 +141,9 @@ def top_k(scores: np.ndarray, k: int, keys: BatchKeys | np.ndarray
     if n_rows == 0 or kk == 0:
         return np.empty((n_rows, kk), np.int64), np.empty((n_rows, kk), scores.dtype)
     k1 = min(kk + 1, n_items)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(thread_limit())
-    try:
+    with torch_threads(thread_limit()):
         values, index = torch.topk(torch.from_numpy(scores), k1, dim=1, largest=True,
                                    sorted=True)
-    finally:
-        torch.set_num_threads(previous)
     values, index = values.numpy(), index.numpy().astype(np.int64)
     bad = np.flatnonzero(np.isnan(values[:, 0]) | (values[:, 0] == np.inf))
     if len(bad):

@@ -15,6 +15,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from linrec.errors import NumericalError
+from linrec.hardware import blas_threads
 from linrec.models.base import Recommender, Validation
 from linrec.models.configs import (
     DebiasedEASEConfig,
@@ -25,7 +26,6 @@ from linrec.models.configs import (
 )
 from linrec.models.linalg import (
     add_to_diagonal,
-    blas_threads,
     check_dense_memory,
     gram,
     spd_inverse,

@@ -17,19 +17,15 @@ Solver paths of `spd_inverse` (spec §2.4), chosen by `n` against `large_n`:
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
 
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.linalg import lapack
-from threadpoolctl import ThreadpoolController
 
 from linrec.errors import ConfigError, MemoryBudgetError
-from linrec.hardware import available_memory_bytes, thread_limit
+from linrec.hardware import available_memory_bytes, blas_threads, thread_limit
 from linrec.params import check_float_dtype
 
 #: n at and above which `spd_inverse` uses the blocked GEMM path (see the module docstring)
@@ -140,21 +136,6 @@ def _check_info(info: int, routine: str, offset: int = 0) -> None:
         )
     if info < 0:  # pragma: no cover - an argument error is a bug in this module
         raise RuntimeError(f"{routine}: illegal argument {-info}")
-
-
-@lru_cache(maxsize=1)
-def _threadpool_controller() -> ThreadpoolController:
-    return ThreadpoolController()
-
-
-@contextlib.contextmanager
-def blas_threads(n_threads: int | None) -> Iterator[None]:
-    """Limit the BLAS/LAPACK thread pools to `n_threads` inside the block (None: no limit)."""
-    if n_threads is None:
-        yield
-        return
-    with _threadpool_controller().limit(limits=max(1, int(n_threads)), user_api="blas"):
-        yield
 
 
 def _potrf_block(A: np.ndarray, offset: int) -> np.ndarray:

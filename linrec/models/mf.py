@@ -36,6 +36,7 @@ import scipy.sparse as sp
 from linrec.atomic import atomic_open
 from linrec.cache import cache_home
 from linrec.errors import ConfigError, NumericalError
+from linrec.hardware import torch_threads
 from linrec.models.base import Recommender, Validation, binary_pattern
 from linrec.models.configs import MFConfig
 from linrec.models.linalg import thread_count
@@ -162,18 +163,12 @@ class MF(Recommender):
             log.info("loss %s scores every item: the negative sampler is not used", loss.name)
 
     def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
-        torch = _torch()
         self._check_config()
         pattern = binary_pattern(train, "mf.fit")
         if pattern.nnz == 0:
             raise ConfigError(f"mf.fit: train {pattern.shape} has no interactions")
-        threads = thread_count(self.num_threads)
-        previous_threads = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
+        with torch_threads(thread_count(self.num_threads)):
             _Trainer(self, pattern, validation).run()
-        finally:
-            torch.set_num_threads(previous_threads)
 
 
 def _clip_grad_norm(tables, max_norm: float) -> None:
