@@ -1,45 +1,6 @@
-"""Dataset readers, one module per public format, behind one registry.
+"""Dataset readers, one module per public format (`<format>.py`), behind one registry
+(`linrec.data.sources.registry`: `load_source`, `source_config`, `source_loader`, `SOURCES`)."""
 
-`load_source(config)` calls the source's loader (`<module>.load`) with the fields of its typed
-config (`linrec.data.configs`); `load_source(name, **params)` builds that config first. Modules
-are imported lazily so that the default synthetic data does not import pandas.
-"""
-
-from __future__ import annotations
-
-import importlib
-from collections.abc import Callable
-from typing import Any
-
-from linrec.data.configs import SOURCE_CONFIGS, SourceConfig
-from linrec.data.interactions import Interactions, PredefinedSplitData
-from linrec.errors import ConfigError
-
-#: every source name (`data.source.name`)
-SOURCES: tuple[str, ...] = tuple(SOURCE_CONFIGS)
-
-
-def source_config(name: str, **params: Any) -> SourceConfig:
-    """The checked config of source `name` (ConfigError naming an unknown source or field)."""
-    if name not in SOURCE_CONFIGS:
-        raise ConfigError(
-            f"data.source.name={name!r} is unknown; known sources: {', '.join(sorted(SOURCES))}")
-    return SOURCE_CONFIGS[name].from_mapping({**params, "name": name})
-
-
-def source_loader(config: SourceConfig) -> Callable[..., Interactions | PredefinedSplitData]:
-    """The `load` function of a source config."""
-    module_name, function_name = config.loader.split(":")
-    return getattr(importlib.import_module(module_name), function_name)
-
-
-def load_source(config: SourceConfig | str, **params: Any) -> Interactions | PredefinedSplitData:
-    """Load a source from its config, or from its name and parameters."""
-    if isinstance(config, str):
-        config = source_config(config, **params)
-    elif params:
-        raise ConfigError("load_source: pass parameters in the config, not beside it")
-    return source_loader(config)(**config.loader_params())
-
+from linrec.data.sources.registry import SOURCES, load_source, source_config, source_loader
 
 __all__ = ["SOURCES", "load_source", "source_config", "source_loader"]

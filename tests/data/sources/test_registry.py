@@ -29,6 +29,25 @@ def test_unknown_source_names_the_allowed_ones():
         load_source("movielenz")
 
 
+def test_the_package_re_exports_the_registry():
+    import linrec.data.sources as package
+    from linrec.data.sources import registry
+
+    for name in package.__all__:
+        assert getattr(package, name) is getattr(registry, name), name
+
+
+def test_source_loader_is_the_readers_load_function():
+    from linrec.data.sources import source_loader, synthetic
+
+    assert source_loader(source_config("synthetic")) is synthetic.load
+
+
+def test_config_and_parameters_together_are_refused():
+    with pytest.raises(ConfigError, match="pass parameters in the config"):
+        load_source(source_config("synthetic"), n_users=3)
+
+
 def test_unknown_parameter_names_the_allowed_ones():
     with pytest.raises(ConfigError, match=r"\['n_usrs'\].*allowed: \[.*'n_users'"):
         load_source("synthetic", n_usrs=10)
