@@ -75,3 +75,37 @@ def test_run_returns_the_validation_selection_metric(tmp_path):
     assert record["config"]["model"] == {"name": "ease", "lam": 500.0, "dtype": "float32",
                                          "num_threads": 0}
     assert (tmp_path / "run" / "model.pkl").exists() and (tmp_path / "run" / "ranks.npz").exists()
+
+
+MF_SMALL = [*SMALL, "eval.sampled.enabled=false", "model=mf", "model.epochs=3", "model.lr=0.01",
+            "model.init_std=0.1", "model.sampling.n_negatives=20"]
+
+
+@pytest.mark.parametrize("select_on", ["valid", "test"])
+def test_a_trained_model_records_its_epochs_the_split_they_were_selected_on_and_its_curve(
+        tmp_path, select_on):
+    import json
+
+    from matplotlib.image import imread
+
+    split = ["data.split.valid_fraction=0"] if select_on == "test" else []
+    run(compose_config(*MF_SMALL, *split, f"model.select_on={select_on}",
+                       f"model.checkpoint_dir={tmp_path / 'ckpt'}"), run_dir=tmp_path / "run")
+    record = json.loads((tmp_path / "run" / "results.json").read_text())
+    training = record["training"]
+    assert training["selected_on"] == select_on
+    assert [e["epoch"] for e in training["epochs"]] == [1, 2, 3]
+    assert all(set(e) >= {"loss", "lr", "valid", "seconds"} for e in training["epochs"])
+    best = max(training["epochs"], key=lambda e: e["valid"])
+    assert training["best_epoch"] == best["epoch"]
+    if select_on == "test":  # the test metric the epochs were selected on is the one reported
+        assert record["splits"]["test"]["exact"]["ndcg@100"] == pytest.approx(best["valid"])
+    figure = tmp_path / "run" / "training_curve.png"
+    pixels = imread(figure)
+    assert figure.stat().st_size > 5000 and pixels.std() > 0.01  # drawn, not blank
+
+
+def test_selecting_on_a_validation_split_that_does_not_exist_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="model.select_on=valid: the data has no validation"):
+        run(compose_config(*MF_SMALL, "data.split.valid_fraction=0"), run_dir=tmp_path / "run")
+    assert not (tmp_path / "run" / "results.json").exists()

@@ -98,4 +98,6 @@ def validation_score(split: Split, config: EvalConfig | None = None, *, seed: in
                                 memory_budget_mb=config.memory_budget_mb)
         return float(result.metrics[key])
 
+    #: what the score measures, for trainers that key checkpoints by it
+    score.fingerprint = f"{on} {key} seed={seed}"
     return score

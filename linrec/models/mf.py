@@ -58,9 +58,11 @@ def _torch():
 
 
 class _Plateau:
-    """The learning-rate schedule on the validation metric (higher is better): a non-improving
-    evaluation is a plateau after `patience` others; the rate is multiplied by `factor` down to
-    `min_lr`. `stop` says when training ends (see the module docstring)."""
+    """The learning-rate schedule on the validation metric (higher is better), as torch's
+    ReduceLROnPlateau: after more than `patience` non-improving evaluations since the last
+    improvement or cut, the rate is multiplied by `factor` (not below `min_lr`) and the count
+    starts again. `bad` counts the non-improving evaluations in a row, for early stopping;
+    `stop` says when training ends (see the module docstring)."""
 
     def __init__(self, factor: float, patience: int, min_lr: float, stop_patience: int,
                  min_delta: float = 0.0) -> None:
@@ -69,18 +71,22 @@ class _Plateau:
         self.stop_patience = stop_patience
         self.best = -math.inf
         self.bad = 0
+        self.since_cut = 0
         self.plateau_at_min = False
 
-    def step(self, metric: float, lr: float) -> tuple[bool, float]:
-        """(improved, new learning rate) after one evaluation."""
+    def step(self, metric: float, lr: float) -> tuple[bool, float, bool]:
+        """(improved, new learning rate, whether this evaluation was a plateau) after one
+        evaluation."""
         if metric > self.best + self.min_delta:
-            self.best, self.bad = metric, 0
-            return True, lr
+            self.best, self.bad, self.since_cut = metric, 0, 0
+            return True, lr, False
         self.bad += 1
-        if self.bad <= self.patience:
-            return False, lr
+        self.since_cut += 1
+        if self.since_cut <= self.patience:
+            return False, lr, False
+        self.since_cut = 0
         self.plateau_at_min = lr <= self.min_lr * (1 + 1e-9)
-        return False, max(lr * self.factor, self.min_lr)
+        return False, max(lr * self.factor, self.min_lr), True
 
     @property
     def stop(self) -> bool:
@@ -89,10 +95,12 @@ class _Plateau:
         return self.plateau_at_min
 
     def state_dict(self) -> dict[str, Any]:
-        return {"best": self.best, "bad": self.bad, "plateau_at_min": self.plateau_at_min}
+        return {"best": self.best, "bad": self.bad, "since_cut": self.since_cut,
+                "plateau_at_min": self.plateau_at_min}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.best, self.bad = state["best"], state["bad"]
+        self.since_cut = state["since_cut"]
         self.plateau_at_min = state["plateau_at_min"]
 
 
@@ -234,7 +242,8 @@ class _Trainer:
     # -- checkpoints -----------------------------------------------------------------------------
 
     def _fingerprint(self) -> str:
-        """Hash of everything the numbers depend on: the config and the training matrix."""
+        """Hash of everything the numbers depend on: the config, the training matrix and what
+        the validation callback measures (its `fingerprint`: split, metric, seed)."""
         digest = hashlib.sha256()
         config = {k: v for k, v in self.cfg.to_dict().items()
                   if k not in ("checkpoint_dir", "resume", "device", "num_threads")}
@@ -242,7 +251,9 @@ class _Trainer:
         for array in (self.train.indptr, self.train.indices):
             digest.update(np.ascontiguousarray(array).tobytes())
         digest.update(str(self.train.shape).encode())
-        digest.update(str(self.validation is not None).encode())
+        validation = "none" if self.validation is None else \
+            getattr(self.validation, "fingerprint", "a callable")
+        digest.update(str(validation).encode())
         return digest.hexdigest()
 
     def _checkpoint_path(self) -> Path:
@@ -284,8 +295,8 @@ class _Trainer:
             self.model._items.copy_(state["params"]["items"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
-        self.generator.set_state(state["generator"].cpu() if self.device == "cpu"
-                                 else state["generator"])
+        # a generator's state is a CPU byte tensor whatever its device; map_location moved it
+        self.generator.set_state(state["generator"].cpu())
         self.history, self.best_state = state["history"], state["best_state"]
         self.best_epoch, self.finished = state["best_epoch"], state["finished"]
         self.stop_reason = state["stop_reason"]
@@ -334,12 +345,11 @@ class _Trainer:
         with torch.no_grad():
             metric = float(self.validation(self.model))
         record["valid"] = metric
-        improved, lr = self.schedule.step(metric, self.optimizer.param_groups[0]["lr"])
+        improved, lr, plateau = self.schedule.step(metric, self.optimizer.param_groups[0]["lr"])
         if improved:
             self.best_state, self.best_epoch = self._state(), record["epoch"]
-        else:
-            if self.cfg.reload_best_on_plateau and self.best_state is not None \
-                    and self.schedule.bad > self.cfg.lr_patience:
+        elif plateau:
+            if self.cfg.reload_best_on_plateau and self.best_state is not None:
                 with torch.no_grad():
                     self.model._users.copy_(self.best_state["users"])
                     self.model._items.copy_(self.best_state["items"])

@@ -54,28 +54,49 @@ def test_same_seed_same_fit_and_another_seed_another(split, tmp_path, setting):
     assert not np.allclose(a.item_embeddings_, c.item_embeddings_)
 
 
-def test_a_killed_run_resumes_to_the_numbers_of_an_uninterrupted_one(split, tmp_path,
-                                                                     monkeypatch):
-    whole = fit(split, tmp_path, "whole", epochs=5, loss={"name": "debiased_ccl"},
-                sampling={"n_negatives": 40, "n_positives": 5})
+DEBIASED = {"loss": {"name": "debiased_ccl"}, "sampling": {"n_negatives": 40, "n_positives": 5}}
+
+
+def _kill_after_the_epoch_3_checkpoint(monkeypatch):
     real_save = mf_module._Trainer._save
 
-    def killed_after_epoch_3(self, epoch):
+    def killed(self, epoch):
         real_save(self, epoch)
         if epoch == 3:
             raise KeyboardInterrupt  # the process dies right after writing the checkpoint
 
-    monkeypatch.setattr(mf_module._Trainer, "_save", killed_after_epoch_3)
-    with pytest.raises(KeyboardInterrupt):
-        fit(split, tmp_path, "killed", epochs=5, loss={"name": "debiased_ccl"},
-            sampling={"n_negatives": 40, "n_positives": 5})
-    monkeypatch.setattr(mf_module._Trainer, "_save", real_save)
-    resumed = fit(split, tmp_path, "killed", epochs=5, loss={"name": "debiased_ccl"},
-                  sampling={"n_negatives": 40, "n_positives": 5})
+    monkeypatch.setattr(mf_module._Trainer, "_save", killed)
+
+
+def _kill_in_the_middle_of_epoch_4(monkeypatch):
+    real_step = mf_module._Trainer._step
+    steps = []
+
+    def killed(self, batch):
+        steps.append(1)
+        per_epoch = -(-len(self.pair_users) // self.cfg.batch_size)
+        if len(steps) == 3 * per_epoch + 4:
+            raise KeyboardInterrupt  # after three steps of epoch 4 changed the parameters
+        return real_step(self, batch)
+
+    monkeypatch.setattr(mf_module._Trainer, "_step", killed)
+
+
+@pytest.mark.parametrize("kill", [_kill_after_the_epoch_3_checkpoint,
+                                  _kill_in_the_middle_of_epoch_4],
+                         ids=["after a checkpoint", "mid-epoch"])
+def test_a_killed_run_resumes_to_the_numbers_of_an_uninterrupted_one(split, tmp_path,
+                                                                     monkeypatch, kill):
+    whole = fit(split, tmp_path, "whole", epochs=5, **DEBIASED)
+    with monkeypatch.context() as patch:
+        kill(patch)
+        with pytest.raises(KeyboardInterrupt):
+            fit(split, tmp_path, "killed", epochs=5, **DEBIASED)
+    resumed = fit(split, tmp_path, "killed", epochs=5, **DEBIASED)
     assert resumed.resumed_from_ == 3 and whole.resumed_from_ is None
     np.testing.assert_array_equal(resumed.item_embeddings_, whole.item_embeddings_)
     np.testing.assert_array_equal(resumed.user_embeddings_, whole.user_embeddings_)
-    assert resumed.history_[-1]["loss"] == whole.history_[-1]["loss"]
+    assert [e["loss"] for e in resumed.history_] == [e["loss"] for e in whole.history_]
     assert [e["valid"] for e in resumed.history_] == [e["valid"] for e in whole.history_]
 
 
@@ -84,6 +105,16 @@ def test_a_checkpoint_of_another_config_is_refused(split, tmp_path):
     with pytest.raises(ConfigError, match="written by another config"):
         fit(split, tmp_path, "shared", epochs=1, dim=8)
     fit(split, tmp_path, "shared", epochs=1, dim=8, resume=False)  # explicit fresh start
+
+
+def test_a_checkpoint_selected_on_another_metric_is_refused(split, tmp_path):
+    """Its best epoch and plateau counts were measured on another metric."""
+    params = {**FAST, "epochs": 1, "checkpoint_dir": str(tmp_path / "c")}
+    MF(**params).fit(split.train, validation_score(split, EVAL))
+    other = EvalConfig(ks=(10, 20), selection="recall@10", sampled={"enabled": False})
+    with pytest.raises(ConfigError, match="written by another config"):
+        MF(**params).fit(split.train, validation_score(split, other))
+    assert MF(**params).fit(split.train, validation_score(split, EVAL)).resumed_from_ == 1
 
 
 def test_early_stopping_restores_the_best_epoch(split, tmp_path, monkeypatch):
@@ -110,6 +141,107 @@ def test_the_dissertation_rule_stops_at_a_plateau_once_the_rate_is_minimal(split
     assert model.stop_reason_ == "early_stopping"
     assert [round(e["lr"], 8) for e in model.history_][-1] == 1e-4
     assert len(model.history_) < 30
+
+
+def scripted(values, seen=None):
+    """A validation callback returning `values` in turn (recording the item table if asked)."""
+    values = iter(values)
+
+    def validation(model):
+        if seen is not None:
+            seen.append(model.item_embeddings_.copy())
+        return next(values)
+
+    return validation
+
+
+def test_the_plateau_schedule_is_torchs_reduce_lr_on_plateau(split, tmp_path):
+    """With a patience, the rate falls as torch.optim.lr_scheduler.ReduceLROnPlateau(mode=max,
+    absolute threshold min_delta) lets it: the count of bad evaluations restarts after a cut."""
+    import torch
+
+    metrics = [0.1, 0.2, 0.15, 0.18, 0.19, 0.2, 0.2, 0.25, 0.1, 0.1, 0.1, 0.1, 0.3, 0.3]
+    for patience in (0, 1, 2):
+        model = MF(**FAST, epochs=len(metrics), lr_patience=patience, min_lr=1e-4,
+                   min_delta=0.01, checkpoint_dir=str(tmp_path / f"p{patience}"))
+        model.fit(split.train, scripted(metrics))
+        optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=FAST["lr"])
+        reference = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer, mode="max", factor=0.5, patience=patience, threshold=0.01,
+            threshold_mode="abs", min_lr=1e-4)
+        expected = []
+        for value in metrics:
+            reference.step(value)
+            expected.append(optimizer.param_groups[0]["lr"])
+        # history records the rate an epoch trained with; the cut applies from the next one
+        got = [e["lr"] for e in model.history_[1:]]
+        np.testing.assert_allclose(got, expected[:len(got)], rtol=1e-12)
+        assert model.stop_reason_ in ("epochs", "early_stopping")
+
+
+def test_simplex_schedule_reloads_the_best_parameters_on_a_plateau(split, tmp_path,
+                                                                   monkeypatch):
+    """SimpleX's variant: every non-improving evaluation multiplies the rate by 0.1 and training
+    goes on from the best evaluated parameters; three in a row stop it."""
+    seen, starts = [], []
+    real_epoch = mf_module._Trainer._epoch
+
+    def epoch(self, number):
+        starts.append(self.model.item_embeddings_.copy())
+        return real_epoch(self, number)
+
+    monkeypatch.setattr(mf_module._Trainer, "_epoch", epoch)
+    model = MF(**FAST, epochs=10, lr_factor=0.1, reload_best_on_plateau=True, stop_patience=3,
+               checkpoint_dir=str(tmp_path / "simplex"))
+    model.fit(split.train, scripted([0.1, 0.3, 0.2, 0.25, 0.29, 0.9], seen))
+    assert model.stop_reason_ == "early_stopping" and len(model.history_) == 5
+    assert model.best_epoch_ == 2
+    np.testing.assert_allclose([e["lr"] for e in model.history_],
+                               [0.01, 0.01, 0.01, 0.001, 0.0001], rtol=1e-12)
+    for after_plateau in (3, 4):  # epochs 4 and 5 start from epoch 2's parameters
+        np.testing.assert_array_equal(starts[after_plateau], seen[1])
+    assert not np.array_equal(seen[2], seen[1])  # epoch 3 moved them: the reload undid it
+    np.testing.assert_array_equal(model.item_embeddings_, seen[1])
+
+
+def test_eval_every_validates_on_its_epochs_and_the_last(split, tmp_path):
+    calls = []
+    model = MF(**FAST, epochs=7, eval_every=3, checkpoint_dir=str(tmp_path / "every"))
+    model.fit(split.train, lambda m: calls.append(1) or 0.1 * len(calls))
+    assert [e["epoch"] for e in model.history_ if e["valid"] is not None] == [3, 6, 7]
+    assert len(calls) == 3 and model.best_epoch_ == 7
+
+
+def test_dot_scores_are_the_inner_products_over_the_temperature(split, tmp_path):
+    model = fit(split, tmp_path, "dot", validation=False, epochs=2, similarity="dot",
+                temperature=0.5, loss={"name": "bpr"})
+    users = split.test.users
+    expected = model.user_embeddings_[users] @ model.item_embeddings_.T / 0.5
+    np.testing.assert_allclose(model.score(split.test.foldin, users), expected, rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_batch_rows_penalises_the_batch_user_and_positive_rows(split, tmp_path):
+    """reg_mode=batch_rows: (reg/2)·(‖U[users]‖² + ‖V[positives]‖²) added to the batch mean (the
+    sampled negatives' rows are not penalised)."""
+    import dataclasses
+
+    import torch
+
+    model = MF(**FAST, epochs=1, reg=0.3, reg_mode="batch_rows", dropout=0.0,
+               checkpoint_dir=str(tmp_path / "rows"))
+    trainer = mf_module._Trainer(model, split.train.tocsr(), None)
+    batch = torch.arange(0, 200, 3)
+    state = trainer.generator.get_state()
+    with torch.no_grad():
+        penalised = trainer._batch_loss(batch)
+        trainer.generator.set_state(state)
+        trainer.cfg = dataclasses.replace(trainer.cfg, reg=0.0)
+        plain = trainer._batch_loss(batch)
+        users, items = trainer.pair_users[batch], trainer.pair_items[batch]
+        expected = 0.15 * (model._users[users].double() ** 2).sum() \
+            + 0.15 * (model._items[items].double() ** 2).sum()
+    assert float(penalised - plain) == pytest.approx(float(expected), rel=1e-4)
 
 
 def test_a_diverging_loss_names_the_epoch_and_step_and_keeps_the_last_checkpoint(
