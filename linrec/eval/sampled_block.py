@@ -17,7 +17,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from linrec.data.splits import EvalSet
 from linrec.eval._checks import check_sample_size
@@ -35,7 +34,7 @@ from linrec.eval.simulate import (
     simulate_adaptive_ranks,
     simulate_sampled_ranks,
 )
-from linrec.hardware import thread_limit
+from linrec.hardware import blas_threads, thread_limit
 
 #: estimators whose prior is the MLE / MES of the same sampled ranks (per-run prior)
 PRIOR_VARIANTS = ("bv_mle", "mn_mle", "bv_mes", "mn_mes")
@@ -119,7 +118,7 @@ def estimate_samples(names, samples, *, n_items: int, scheme: str = "binomial"
 
     if per_sample and samples:
         workers = max(1, min(len(samples), thread_limit()))
-        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+        with blas_threads(1), ThreadPoolExecutor(workers) as pool:
             for result in pool.map(one_sample, zip(samples, priors, strict=True)):
                 for name, (p_hat, elapsed) in result.items():
                     p_hats[name].append(p_hat)

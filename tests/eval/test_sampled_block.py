@@ -300,3 +300,24 @@ def test_simulated_settings_draw_from_the_exact_law_with_the_run_streams(setup) 
         got = blocks[f"n={n}"]["estimators"]["naive"]["metrics"]["ndcg@10"]["mean"]
         assert got == pytest.approx(np.mean(curves), rel=1e-12)
         assert blocks[f"n={n}"]["protocol"]["method"] == "simulate"
+
+
+def test_per_repeat_estimators_run_on_one_blas_thread(setup, monkeypatch) -> None:
+    """Repeats run in parallel threads, each estimator with single-threaded BLAS
+    (linrec.hardware.blas_threads), so the threads do not oversubscribe the cores."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    import linrec.eval.sampled_block as block_module
+
+    seen = []
+    real = block_module.estimate_sharing_priors
+
+    def recording(*args, **kwargs):
+        seen.append([p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(block_module, "estimate_sharing_priors", recording)
+    evalset, model = setup
+    with threadpool_limits(limits=2, user_api="blas"):
+        _run(_config(estimators=("naive", "bv"), repeats=2, adaptive=()), evalset, model)
+    assert seen and all(threads and set(threads) == {1} for threads in seen), seen

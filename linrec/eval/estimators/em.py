@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp
-from threadpoolctl import threadpool_limits
 
 from linrec.errors import ConfigError
 from linrec.eval.estimators._linalg import ConditionalOp, weighted_gram
 from linrec.eval.estimators.result import EstimateResult
+from linrec.hardware import blas_threads
 
 if TYPE_CHECKING:
     from linrec.eval.estimators._context import EstimatorInput
@@ -56,7 +56,7 @@ def em_mixture(
     trace[0] = (w_obs * np.log(mix)).sum(axis=0)
     done = n_iter
     # the cache-sized matrix-vector products run faster on one BLAS thread than on several
-    with threadpool_limits(limits=1, user_api="blas"):
+    with blas_threads(1):
         for it in range(n_iter):
             mix = np.maximum(step(cond_obs, pi, w_obs / mix), MIX_FLOOR)
             trace[it + 1] = (w_obs * np.log(mix)).sum(axis=0)
@@ -185,7 +185,7 @@ def mes(
     if solver in ("dual", "auto"):
         try:
             # n x n solves and Gram products: one BLAS thread is several times faster on 2 cores
-            with threadpool_limits(limits=1, user_api="blas"):
+            with blas_threads(1):
                 p_hat, iterations = _mes_dual(cond_obs, h_obs, fit_scale, entropy_weight, tol,
                                               max_iter)
             return p_hat, iterations, "dual-newton"

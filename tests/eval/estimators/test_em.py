@@ -153,3 +153,32 @@ def test_mes_auto_uses_dual_and_falls_back_to_cvxpy(monkeypatch):
     np.testing.assert_allclose(fallback.p_hat, auto.p_hat, atol=1e-4)
     with pytest.raises(ArithmeticError):
         estimate("mes", sampled, solver="dual", **kwargs)
+
+
+def _blas_threads_now() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+
+def test_em_and_the_mes_dual_run_on_one_blas_thread_and_restore_it(monkeypatch):
+    """The EM steps and the MES dual solve are cache-sized BLAS work, faster on one thread
+    (linrec.hardware.blas_threads); the caller's BLAS setting is restored afterwards."""
+    from threadpoolctl import threadpool_limits
+
+    import linrec.eval.estimators.em as em
+
+    seen = []
+    real_step, real_dual = em._em_step_dense, em._mes_dual
+    monkeypatch.setattr(em, "_em_step_dense",
+                        lambda *a: seen.append(("em", _blas_threads_now())) or real_step(*a))
+    monkeypatch.setattr(em, "_mes_dual",
+                        lambda *a: seen.append(("mes", _blas_threads_now())) or real_dual(*a))
+    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 300, seed=3)
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_threads_now()
+        estimate("mle", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE, n_iter=3)
+        estimate("mes", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE)
+        assert _blas_threads_now() == before
+    assert {kind for kind, _ in seen} == {"em", "mes"}
+    assert all(threads and set(threads) == {1} for _, threads in seen), seen
