@@ -101,7 +101,9 @@ class LossStudyConfig(StudyConfig):
     loss's entry in `models`) on that dataset. `datasets`: label -> data config (a mapping of
     DataConfig fields; the LightGCN splits in the preset). `rows`: the table's groups, each
     {name, biased, debiased} (RI% of the debiased loss over the biased one) or {name, loss,
-    against} (RI% of `loss` over `against`, e.g. MINE over InfoNCE)."""
+    against} (RI% of `loss` over `against`, e.g. MINE over InfoNCE). `per_dataset`: dataset
+    label -> loss label -> MF fields merged over that loss's entry for that dataset only (the
+    settings Tables 19 and 20 publish per dataset)."""
 
     name: str = "loss_study"
     datasets: dict[str, Any] = param({"synthetic": {"source": {"name": "synthetic"}}})
@@ -110,12 +112,23 @@ class LossStudyConfig(StudyConfig):
                                    doc="label -> MF fields (loss included)")
     rows: list[dict[str, Any]] = param([{"name": "CCL", "biased": "ccl",
                                          "debiased": "debiased_ccl"}])
+    per_dataset: dict[str, Any] = param({}, doc="dataset -> loss -> MF fields for that pair")
     metrics: tuple[str, ...] = ("recall@20", "ndcg@20")
 
     def check(self) -> None:
         super().check()
         if not self.datasets:
             raise ConfigError("study.datasets is empty; give at least one dataset")
+        for dataset, entries in self.per_dataset.items():
+            if not isinstance(entries, dict):
+                raise ConfigError(f"study.per_dataset.{dataset}={entries!r} must be a mapping "
+                                  "loss label -> MF fields")
+            # a dataset or loss that is not in the study (e.g. removed on the command line)
+            # keeps its settings unused; a label that is in neither is a typo
+            unknown = sorted(set(entries) - set(self.models))
+            if unknown:
+                raise ConfigError(f"study.per_dataset.{dataset}: {unknown} are not in "
+                                  f"study.models {sorted(self.models)}")
         for row in self.rows:
             keys = set(row) - {"name"}
             if keys not in ({"biased", "debiased"}, {"loss", "against"}) or "name" not in row:

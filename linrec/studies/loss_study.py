@@ -31,8 +31,23 @@ from linrec.studies.common import (
 log = logging.getLogger("linrec")
 
 
-def _model_configs(config: Any) -> dict[str, Any]:
-    """label -> the run's model config with the label's fields (nested mappings merged)."""
+def _merged(fields: dict[str, Any], entry: dict[str, Any], *, replace_loss: bool
+            ) -> dict[str, Any]:
+    """`fields` with `entry` over them, nested mappings merged (`loss` replaced whole when
+    `replace_loss`: an entry that names its loss brings all of its fields)."""
+    merged = dict(fields)
+    for key, value in entry.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) \
+                and not (replace_loss and key == "loss"):
+            merged[key] = _merged(merged[key], value, replace_loss=False)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _model_configs(config: Any, dataset: str) -> dict[str, Any]:
+    """label -> the run's model config with the label's fields and, for `dataset`, its
+    `study.per_dataset` fields (nested mappings merged)."""
     from linrec.models.registry import model_config
 
     base = config.model
@@ -40,17 +55,15 @@ def _model_configs(config: Any) -> dict[str, Any]:
         raise ConfigError("experiment=loss_study trains a model with a loss: choose model=mf")
     fields = base.to_dict()
     fields.pop("name")
+    specific = config.study.per_dataset.get(dataset, {})
     out = {}
     for label, entry in config.study.models.items():
-        if not isinstance(entry, dict):
-            raise ConfigError(f"study.models.{label}={entry!r} must be a mapping of "
-                              f"{base.name} fields")
-        merged = dict(fields)
-        for key, value in entry.items():
-            if isinstance(value, dict) and isinstance(merged.get(key), dict) and key != "loss":
-                merged[key] = {**merged[key], **value}
-            else:
-                merged[key] = value
+        for where, values in ((f"study.models.{label}", entry),
+                              (f"study.per_dataset.{dataset}.{label}", specific.get(label, {}))):
+            if not isinstance(values, dict):
+                raise ConfigError(f"{where}={values!r} must be a mapping of {base.name} fields")
+        merged = _merged(_merged(fields, entry, replace_loss=True), specific.get(label, {}),
+                         replace_loss=False)
         if "seed" in merged and "seed" not in entry:
             merged["seed"] = config.seed
         out[label] = model_config(base.name, **merged)
@@ -73,15 +86,17 @@ def run(config: Any, run_dir: Path) -> None:
     from linrec.data.pipeline import prepare_data
 
     study = config.study
-    models = _model_configs(config)  # every model checked before any data is loaded
     datasets = {label: DataConfig.from_mapping(values, where=f"study.datasets.{label}")
                 for label, values in study.datasets.items()}
+    # every model of every dataset checked before any data is loaded
+    per_dataset = {label: _model_configs(config, label) for label in datasets}
+    models = per_dataset[next(iter(datasets))]
     metrics = list(study.metrics)
     results: dict[str, dict[tuple[str, str], float]] = {label: {} for label in models}
     prepared: dict[str, Any] = {}
     for ds_label, data_config in datasets.items():
         prepared[ds_label] = prepare_data(data_config)
-        for label, model_config in models.items():
+        for label, model_config in per_dataset[ds_label].items():
             model, report, timings = fit_and_evaluate(config, model_config, prepared[ds_label])
             write_study_run(run_dir / "runs" / ds_label / label, config, prepared[ds_label],
                             label=label, model=model_config.to_dict(), report=report,
