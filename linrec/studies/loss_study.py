@@ -29,6 +29,8 @@ from linrec.studies.common import (
 )
 
 log = logging.getLogger("linrec")
+#: the key of a run's selection value among its results (beside its (dataset, metric) values)
+SELECTION = "selection"
 
 
 def _merged(fields: dict[str, Any], entry: dict[str, Any], *, replace_loss: bool
@@ -75,6 +77,13 @@ def _percent_row(values: dict[str, float], datasets: list[str], metrics: list[st
     return {f"{ds} {m}": 100 * values[(ds, m)] for ds in datasets for m in metrics}
 
 
+def _selection_cells(values: dict[tuple[str, str], float], columns: dict[str, str]
+                     ) -> dict[str, Any]:
+    """Each dataset's selection value in % (the number the run's epochs were chosen on), in
+    its column `<dataset> <metric> (<split>)`."""
+    return {column: 100 * values[(ds, SELECTION)] for ds, column in columns.items()}
+
+
 def _ri(new: dict, old: dict, datasets: list[str], metrics: list[str]) -> dict[str, Any]:
     cells = {f"{ds} {m}": 100 * (new[(ds, m)] - old[(ds, m)]) / old[(ds, m)]
              if old[(ds, m)] else float("nan") for ds in datasets for m in metrics}
@@ -93,6 +102,7 @@ def run(config: Any, run_dir: Path) -> None:
     models = per_dataset[next(iter(datasets))]
     metrics = list(study.metrics)
     results: dict[str, dict[tuple[str, str], float]] = {label: {} for label in models}
+    selection_columns: dict[str, str] = {}  # dataset -> its selection column
     prepared: dict[str, Any] = {}
     for ds_label, data_config in datasets.items():
         prepared[ds_label] = prepare_data(data_config)
@@ -110,6 +120,9 @@ def run(config: Any, run_dir: Path) -> None:
                                   "eval.metrics / eval.ks")
             for m in metrics:
                 results[label][(ds_label, m)] = test[m]
+            results[label][(ds_label, SELECTION)] = report.selection_value
+            selection_columns[ds_label] = \
+                f"{ds_label} {report.selection_metric} ({report.selection_split})"
             log.info("loss study: %s / %s: %s", ds_label, label,
                      ", ".join(f"{m} {test[m]:.4f}" for m in metrics))
     names = list(datasets)
@@ -118,22 +131,29 @@ def run(config: Any, run_dir: Path) -> None:
         if "biased" in group:
             biased, debiased = results[group["biased"]], results[group["debiased"]]
             rows.append({"Loss": group["name"], "Row": "biased",
-                         **_percent_row(biased, names, metrics)})
+                         **_percent_row(biased, names, metrics),
+                         **_selection_cells(biased, selection_columns)})
             rows.append({"Loss": group["name"], "Row": "debiased",
-                         **_percent_row(debiased, names, metrics)})
+                         **_percent_row(debiased, names, metrics),
+                         **_selection_cells(debiased, selection_columns)})
             rows.append({"Loss": group["name"], "Row": "RI%",
                          **_ri(debiased, biased, names, metrics)})
         else:
             rows.append({"Loss": group["name"], "Row": "—",
-                         **_percent_row(results[group["loss"]], names, metrics)})
+                         **_percent_row(results[group["loss"]], names, metrics),
+                         **_selection_cells(results[group["loss"]], selection_columns)})
             rows.append({"Loss": group["name"], "Row": f"RI% (w.r.t. {group['against']})",
                          **_ri(results[group["loss"]], results[group["against"]], names,
                                metrics)})
-    columns = ["Loss", "Row", *[f"{ds} {m}" for ds in names for m in metrics], "Average RI%"]
+    columns = ["Loss", "Row", *[f"{ds} {m}" for ds in names for m in metrics],
+               *selection_columns.values(), "Average RI%"]
     md = write_table(run_dir / "tables", "table12", columns, rows,
-                     "Losses on MF, test metrics in % (Table 12 layout)")
-    summary = {"results": {label: {f"{ds}/{m}": v for (ds, m), v in values.items()}
-                           for label, values in results.items()}}
+                     "Losses on MF: test split metrics in % (Table 12 layout), and the selection "
+                     "value in % each run was chosen on (its split in the column name)")
+    summary = {"results": {label: {f"{ds}/{m}": v for (ds, m), v in values.items()
+                                   if m != SELECTION} for label, values in results.items()},
+               "selection": {label: {ds: v for (ds, m), v in values.items() if m == SELECTION}
+                             for label, values in results.items()}}
     write_study_index(run_dir, config, {label: dataset_record(p) for label, p in prepared.items()},
                       summary)
     if not config.quiet:

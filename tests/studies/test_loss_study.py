@@ -27,7 +27,7 @@ def test_loss_study_table_matches_its_runs(tmp_path):
     root = tmp_path / "run"
     losses = ["ccl", "debiased_ccl", "mse", "debiased_mse", "infonce", "debiased_infonce",
               "mine", "mine_plus"]
-    results = {}
+    results, selections = {}, {}
     for ds in ("small", "other"):
         for loss in losses:
             record = json.loads((root / "runs" / ds / loss / "results.json").read_text())
@@ -38,11 +38,24 @@ def test_loss_study_table_matches_its_runs(tmp_path):
             assert len(record["training"]["epochs"]) == 2
             assert record["training"]["selected_on"] == "valid"
             results[(ds, loss)] = record["splits"]["test"]["exact"]
+            assert record["selection"]["metric"] == "recall@20"
+            assert record["selection"]["split"] == "valid"
+            selections[(ds, loss)] = record["selection"]["value"]
     table = (root / "tables" / "table12.csv").read_text().splitlines()
     header = table[0].split(",")
     rows = {(r.split(",")[0], r.split(",")[1]): dict(zip(header, r.split(","), strict=True))
             for r in table[1:]}
     assert header[-1] == "Average RI%"
+    assert "test split metrics" in (root / "tables" / "table12.md").read_text().splitlines()[0]
+    # next to the test metrics, the validation value each run was selected on (in %)
+    for (ds, loss), value in selections.items():
+        name, row = {"ccl": ("CCL", "biased"), "debiased_ccl": ("CCL", "debiased"),
+                     "mse": ("MSE", "biased"), "debiased_mse": ("MSE", "debiased"),
+                     "infonce": ("InfoNCE", "biased"), "debiased_infonce": ("InfoNCE", "debiased"),
+                     "mine": ("MINE", "—"), "mine_plus": ("MINE+", "—")}[loss]
+        assert float(rows[(name, row)][f"{ds} recall@20 (valid)"]) == pytest.approx(
+            100 * value, rel=1e-12)
+    assert rows[("CCL", "RI%")]["small recall@20 (valid)"] == ""
 
     def cell(loss, ds, metric):
         return 100 * results[(ds, loss)][metric]
