@@ -47,44 +47,57 @@ def _in_bounds(x: float, ge=None, gt=None, le=None, lt=None) -> bool:
                 or (le is not None and x > le) or (lt is not None and x >= lt))
 
 
+def _shown(value: Any) -> str:
+    """repr of a value for a message, numpy scalars as the plain number (100, not
+    np.int64(100))."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def _refuse(where: str, value: Any, problem: str, allowed: str, hint: str) -> ConfigError:
+    """The one message format: `<where>=<value> <problem>; allowed: <allowed>[; <hint>]`, hint
+    saying what to do about it."""
+    message = f"{where}={_shown(value)} {problem}; allowed: {allowed}"
+    return ConfigError(f"{message}; {hint}" if hint else message)
+
+
 def check_int(value: Any, where: str, *, ge: int | None = None, gt: int | None = None,
-              le: int | None = None, lt: int | None = None) -> int:
-    """int(value) if it is an integer (not a bool) within the bounds, else ConfigError."""
+              le: int | None = None, lt: int | None = None, hint: str = "") -> int:
+    """int(value) if it is an integer (not a bool) within the bounds, else ConfigError
+    `<where>=<value> is out of range; allowed: ...` (then `hint`, what to do)."""
+    allowed = f"an integer{_bounds_text(ge, gt, le, lt)}"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ConfigError(f"{where}={value!r} is not an integer; allowed: an integer"
-                          f"{_bounds_text(ge, gt, le, lt)}")
+        raise _refuse(where, value, "is not an integer", allowed, hint)
     if not _in_bounds(value, ge, gt, le, lt):
-        raise ConfigError(f"{where}={value!r} is out of range; allowed: an integer"
-                          f"{_bounds_text(ge, gt, le, lt)}")
+        raise _refuse(where, value, "is out of range", allowed, hint)
     return int(value)
 
 
 def check_real(value: Any, where: str, *, ge: float | None = None, gt: float | None = None,
-               le: float | None = None, lt: float | None = None, finite: bool = True) -> float:
+               le: float | None = None, lt: float | None = None, finite: bool = True,
+               hint: str = "") -> float:
     """float(value) if it is a number (not a bool; finite unless finite=False) within the
-    bounds, else ConfigError."""
+    bounds, else ConfigError (then `hint`, what to do)."""
     ok_type = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
         value, (bool, np.bool_))
     number = float(value) if ok_type else math.nan
+    bounds = _bounds_text(ge, gt, le, lt)
     if not ok_type or math.isnan(number) or (finite and math.isinf(number)):
         kind = "a finite number" if finite else "a number"
-        raise ConfigError(f"{where}={value!r} is not {kind}; allowed: {kind}"
-                          f"{_bounds_text(ge, gt, le, lt)}")
+        raise _refuse(where, value, f"is not {kind}", f"{kind}{bounds}", hint)
     if not _in_bounds(number, ge, gt, le, lt):
-        raise ConfigError(f"{where}={value!r} is out of range; allowed: a number"
-                          f"{_bounds_text(ge, gt, le, lt)}")
+        raise _refuse(where, value, "is out of range", f"a number{bounds}", hint)
     return number
 
 
 def check_bool(value: Any, where: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
-        raise ConfigError(f"{where}={value!r} is not a flag; allowed: true or false")
+        raise _refuse(where, value, "is not a flag", "true or false", "")
     return bool(value)
 
 
-def check_choice(value: Any, where: str, choices: Sequence[Any]) -> Any:
+def check_choice(value: Any, where: str, choices: Sequence[Any], hint: str = "") -> Any:
     if value not in choices:
-        raise ConfigError(f"{where}={value!r} is not allowed; allowed: {list(choices)}")
+        raise _refuse(where, value, "is not allowed", str(list(choices)), hint)
     return value
 
 
@@ -95,7 +108,7 @@ def check_float_dtype(value: Any, where: str = "dtype") -> np.dtype:
     except TypeError:
         dtype = None
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ConfigError(f"{where}={value!r} is not allowed; allowed: {list(FLOAT_DTYPES)}")
+        raise _refuse(where, value, "is not allowed", str(list(FLOAT_DTYPES)), "")
     return dtype
 
 

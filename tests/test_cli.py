@@ -130,6 +130,30 @@ def test_bad_input_is_a_clear_error_and_leaves_no_results(tmp_path, override, ex
     assert not (tmp_path / "run" / "results.json").exists()
 
 
+def test_a_catalogue_too_small_for_the_sampled_defaults_names_the_fields(tmp_path):
+    """The default sample size and adaptive n0 (100) on a 100-item catalogue: one error naming
+    eval.sampled.sample_sizes and eval.sampled.adaptive.n0 with what to do (it used to say
+    `sample_size=100 must be ...`, then on a second run `n0=100 must be ...`)."""
+    proc = run_linrec(tmp_path, "data.source.n_users=300", "data.source.n_items=100")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines == [
+        "linrec: error: eval.sampled.sample_sizes=100 is out of range; allowed: an integer >= 2 "
+        "and <= 99; lower eval.sampled.sample_sizes below the catalogue's 100 items (e.g. "
+        "eval.sampled.sample_sizes=[50]), or turn the sampled evaluation off "
+        "(eval.sampled.enabled=false)",
+        "eval.sampled.adaptive.n0=100 is out of range; allowed: an integer >= 2 and <= 99; lower "
+        "eval.sampled.adaptive.n0 below the catalogue's 100 items, or turn adaptive sampling off "
+        "(eval.sampled.adaptive.estimators=[])",
+    ]
+    assert not (tmp_path / "run" / "results.json").exists()
+    fixed = run_linrec(tmp_path, "data.source.n_users=300", "data.source.n_items=100",
+                       "eval.sampled.sample_sizes=[50]", "eval.sampled.adaptive.n0=50",
+                       "eval.sampled.repeats=2")
+    assert fixed.returncode == 0, fixed.stderr
+    assert (tmp_path / "run" / "results.json").exists()
+
+
 def test_a_sweep_is_checked_job_by_job_before_it_runs(tmp_path):
     """model=ease,puresvd model.lam=1: the puresvd job has no lam; the sweep stops before any
     job runs, with the linrec message."""

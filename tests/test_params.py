@@ -44,6 +44,19 @@ def test_scalar_checks():
             call()
 
 
+def test_messages_show_numpy_scalars_as_numbers_and_end_with_what_to_do():
+    with pytest.raises(ConfigError) as info:
+        check_int(np.int64(100), "eval.sampled.sample_sizes", ge=2, le=99,
+                  hint="lower eval.sampled.sample_sizes")
+    assert str(info.value) == ("eval.sampled.sample_sizes=100 is out of range; allowed: an "
+                               "integer >= 2 and <= 99; lower eval.sampled.sample_sizes")
+    with pytest.raises(ConfigError) as info:
+        check_real(np.float32(2.5), "x", le=1, hint="use a fraction")
+    assert str(info.value) == "x=2.5 is out of range; allowed: a number <= 1; use a fraction"
+    with pytest.raises(ConfigError, match=r"^pool='p' is not allowed; allowed: \['a'\]; pick a$"):
+        check_choice("p", "pool", ["a"], hint="pick a")
+
+
 @dataclass
 class _Inner(Params):
     where = "outer.inner"

@@ -14,7 +14,8 @@ import numpy as np
 
 from linrec.data.configs import FiltersConfig
 from linrec.data.interactions import Interactions, check_nonempty
-from linrec.errors import ConfigError, DataError
+from linrec.errors import DataError
+from linrec.params import check_int
 
 
 def binarize(inter: Interactions, min_rating: float) -> Interactions:
@@ -25,8 +26,8 @@ def binarize(inter: Interactions, min_rating: float) -> Interactions:
     """
     if inter.values is None:
         raise DataError(
-            f"{inter.name}: filters.min_rating={min_rating} needs rating values but the source "
-            "gave none; set filters.min_rating: null"
+            f"{inter.name}: data.filters.min_rating={min_rating} needs rating values but the "
+            "source gave none; set data.filters.min_rating=null"
         )
     kept = inter.subset(inter.values >= min_rating)
     check_nonempty(kept, f"binarize(min_rating={min_rating})")
@@ -45,10 +46,8 @@ def kcore(
     `filter_triplets`: items first, then users counted on the item-filtered data (items may end
     below min_item afterwards).
     """
-    for field_name, value in (("min_user_interactions", min_user), ("min_item_interactions",
-                                                                     min_item)):
-        if int(value) != value or value < 0:
-            raise ConfigError(f"filters.{field_name} must be an integer >= 0, got {value!r}")
+    min_user = check_int(min_user, "data.filters.min_user_interactions", ge=0)
+    min_item = check_int(min_item, "data.filters.min_item_interactions", ge=0)
     kept_rows = np.arange(inter.n_interactions)
     users, items = inter.users, inter.items
     while True:  # the arrays shrink as rows go, so later rounds are cheap

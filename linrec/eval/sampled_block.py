@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from linrec.data.splits import EvalSet
+from linrec.errors import ConfigError
 from linrec.eval._checks import check_sample_size
 from linrec.eval.configs import SampledConfig
 from linrec.eval.estimators import ADAPTIVE_ESTIMATORS, estimate, estimate_repeats
@@ -126,6 +127,30 @@ def estimate_samples(names, samples, *, n_items: int, scheme: str = "binomial"
     return p_hats, seconds
 
 
+def check_against_catalogue(cfg: SampledConfig, n_items: int) -> None:
+    """ConfigError naming every eval.sampled field that does not fit a catalogue of n_items
+    (sample sizes and the adaptive start n0 must be below it), each with what to do."""
+    problems = []
+    if cfg.estimators and cfg.pool != "given":  # "given": the dataset's own sampled sets
+        for n in cfg.sample_sizes:
+            try:
+                check_sample_size(n_items, n, "eval.sampled.sample_sizes", hint=(
+                    f"lower eval.sampled.sample_sizes below the catalogue's {n_items} items "
+                    f"(e.g. eval.sampled.sample_sizes=[{max(2, n_items // 2)}]), or turn the "
+                    "sampled evaluation off (eval.sampled.enabled=false)"))
+            except ConfigError as exc:
+                problems.append(str(exc))
+    if cfg.adaptive.estimators:
+        try:
+            check_sample_size(n_items, cfg.adaptive.n0, "eval.sampled.adaptive.n0", hint=(
+                f"lower eval.sampled.adaptive.n0 below the catalogue's {n_items} items, or turn "
+                "adaptive sampling off (eval.sampled.adaptive.estimators=[])"))
+        except ConfigError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ConfigError("\n".join(dict.fromkeys(problems)))
+
+
 class SampledBlock:
     """The sampled settings of one EvalSet: `hooks()` go into the evaluator's pass (real item
     sampling); `settings(rank_table)` then estimates every setting from its sample sets.
@@ -138,14 +163,12 @@ class SampledBlock:
         self.evalset = evalset
         self.n_items = n_items
         fixed = cfg.sample_sizes if cfg.estimators else ()
+        check_against_catalogue(cfg, n_items)
         self._hooks: dict[int, SampledRankHook] = {}
         if cfg.method == "sample":
             self._hooks = {n: SampledRankHook(
                 evalset, n_items, sample_size=None if cfg.pool == "given" else n, seed=cfg.seed,
                 repeats=cfg.repeats, replace=cfg.replace, pool=cfg.pool) for n in fixed}
-        else:
-            for n in fixed:
-                check_sample_size(n_items, n)
         if cfg.adaptive.estimators:
             adaptive_levels(n_items, cfg.adaptive.n0, cfg.adaptive.n_max)
 

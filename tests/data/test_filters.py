@@ -149,3 +149,13 @@ def test_apply_filters_defaults_change_nothing():
 def test_apply_filters_config_errors(cfg, match):
     with pytest.raises(ConfigError, match=match):
         apply_filters(_random_inter(0), cfg)
+
+
+@pytest.mark.parametrize("min_user, min_item, match", [
+    (-1, 0, r"^data.filters.min_user_interactions=-1 is out of range; allowed: an integer >= 0$"),
+    (0, 1.5, r"^data.filters.min_item_interactions=1.5 is not an integer; allowed: an integer "
+             r">= 0$"),
+])
+def test_kcore_checks_its_minimums_in_the_one_format(min_user, min_item, match):
+    with pytest.raises(ConfigError, match=match):
+        kcore(_random_inter(0), min_user, min_item)

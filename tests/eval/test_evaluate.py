@@ -73,8 +73,9 @@ def test_without_validation_users_selection_reads_the_test_split():
 
 
 @pytest.mark.parametrize("cfg, match", [
-    (EvalConfig(sampled=SampledConfig(sample_sizes=(40,))), "sample_size=40"),
-    (EvalConfig(sampled=SampledConfig(sample_sizes=(10,), adaptive={"n0": 50})), "n0=50"),
+    (EvalConfig(sampled=SampledConfig(sample_sizes=(40,))), "eval.sampled.sample_sizes=40 is out"),
+    (EvalConfig(sampled=SampledConfig(sample_sizes=(10,), adaptive={"n0": 50})),
+     "eval.sampled.adaptive.n0=50 is out"),
     (EvalConfig(ks=(100,), selection="auc", sampled=SampledConfig(enabled=False)),
      r"no K <= n_items=40"),
 ])

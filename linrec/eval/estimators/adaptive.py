@@ -15,6 +15,7 @@ from linrec.eval.estimators.em import (
     initial_distribution,
 )
 from linrec.eval.estimators.result import EstimateResult
+from linrec.params import check_choice
 
 LIKELIHOODS = ("paper", "nested")
 
@@ -73,8 +74,7 @@ def adaptive_mle(
     P(r | R; n) per observed (n, r) cell, weighted by its frequency. likelihood "paper" uses
     Bin(r-1; n-1, θ); "nested" the exact pmf of the doubling process (binomial scheme only).
     Returns (p_hat (N,), log-likelihood trace, iterations, number of cells)."""
-    if likelihood not in LIKELIHOODS:
-        raise ConfigError(f"likelihood={likelihood!r} must be one of {LIKELIHOODS}")
+    check_choice(likelihood, "likelihood", LIKELIHOODS)
     sizes, ranks, freq = observation_cells(np.asarray(sampled_ranks), np.asarray(sample_sizes))
     columns = _cell_columns(sizes, ranks, n_items, scheme, likelihood, initial_size)
     start = initial_distribution(init, n_items)
@@ -89,8 +89,7 @@ def adaptive_mle_repeats(
     """`adaptive_mle` (uniform start, no early stop) of B independent samples [(ranks, sizes)]
     in one batched EM over the union of their (n, r) cells: p_hat (N, B). Each sample's cells
     outside its own get weight 0, so every column equals its single-sample estimate."""
-    if likelihood not in LIKELIHOODS:
-        raise ConfigError(f"likelihood={likelihood!r} must be one of {LIKELIHOODS}")
+    check_choice(likelihood, "likelihood", LIKELIHOODS)
     cells = [observation_cells(np.asarray(r), np.asarray(n)) for r, n in samples]
     width = max(int(c[1].max()) for c in cells) + 1
     codes = [c[0] * width + c[1] for c in cells]

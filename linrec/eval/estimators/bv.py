@@ -8,18 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from linrec.errors import ConfigError
 from linrec.eval.estimators._linalg import ConditionalOp, implied_distribution, weighted_gram
 from linrec.eval.estimators.result import EstimateResult
+from linrec.params import check_real
 
 if TYPE_CHECKING:
     from linrec.eval.estimators._context import EstimatorInput
 
 
 def check_gamma(gamma: float) -> float:
-    if not 0.0 < gamma <= 1.0:
-        raise ConfigError(f"gamma={gamma} must be in (0, 1] (spec §5.5; 0.01 in the papers)")
-    return float(gamma)
+    return check_real(gamma, "gamma", gt=0.0, le=1.0, hint="0.01 in the papers (spec §5.5)")
 
 
 def bv(

@@ -13,6 +13,7 @@ from linrec.errors import ConfigError
 from linrec.eval.estimators._linalg import ConditionalOp
 from linrec.eval.estimators.result import EstimateResult
 from linrec.eval.metrics import CURVE_METRICS, rank_gain
+from linrec.params import check_choice
 
 if TYPE_CHECKING:
     from linrec.eval.estimators._context import EstimatorInput
@@ -72,8 +73,8 @@ def cls(
 
     Solved as bound-constrained least squares in the increments d (x_r = Σ_{j>=r} d_j, d_j >= 0
     for j < n) after one QR of √D A, so every K costs an n x n problem."""
-    if metric not in CURVE_METRICS or metric == "precision":
-        raise ConfigError(f"metric={metric!r} for cls must be one of recall, hr, ndcg, ap")
+    check_choice(metric, "metric", [m for m in CURVE_METRICS if m != "precision"],
+                 hint="cls corrects every curve metric but precision")
     n_items, sample_size = cond.shape
     k_max = min(int(k_max), n_items)
     dense = cond.toarray() if hasattr(cond, "toarray") else np.asarray(cond)

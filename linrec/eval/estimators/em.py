@@ -14,6 +14,7 @@ from linrec.errors import ConfigError
 from linrec.eval.estimators._linalg import ConditionalOp, weighted_gram
 from linrec.eval.estimators.result import EstimateResult
 from linrec.hardware import blas_threads
+from linrec.params import check_choice, check_int, check_real
 
 if TYPE_CHECKING:
     from linrec.eval.estimators._context import EstimatorInput
@@ -101,9 +102,7 @@ def initial_distribution(init: str | np.ndarray, n_items: int) -> np.ndarray:
 
 
 def check_iterations(n_iter: int) -> int:
-    if int(n_iter) != n_iter or n_iter < 0:
-        raise ConfigError(f"n_iter={n_iter} must be an integer >= 0")
-    return int(n_iter)
+    return check_int(n_iter, "n_iter", ge=0)
 
 
 def mle(
@@ -123,8 +122,7 @@ def rank_weights(kind: str | Callable | np.ndarray, sample_size: int, scale: flo
     "ndcg" 1/log2(1+r/C), a callable of the 1-based rank array, or an array of length n."""
     ranks = np.arange(1, sample_size + 1, dtype=np.float64)
     if isinstance(kind, str):
-        if scale <= 0:
-            raise ConfigError(f"weight_scale={scale} must be > 0")
+        scale = check_real(scale, "weight_scale", gt=0)
         if kind == "ap":
             w = 1.0 / (1.0 + (ranks - 1.0) / scale)
         elif kind == "ndcg":
@@ -171,8 +169,7 @@ def mes(
     reaches a lower objective than cvxpy/CLARABEL in the tests, ~100x faster), "clarabel" or "scs"
     (cvxpy, exponential cone: the spec's reference), or "auto" (dual, falling back to CLARABEL if
     Newton stalls). Returns (p_hat (N,), iterations, solver description)."""
-    if not entropy_weight > 0:
-        raise ConfigError(f"entropy_weight={entropy_weight} must be > 0")
+    check_real(entropy_weight, "entropy_weight", gt=0)
     observed = np.flatnonzero(histogram > 0)
     h_obs = histogram[observed]
     if observed.size == cond.shape[1] and solver in ("dual", "auto"):
@@ -180,8 +177,7 @@ def mes(
     else:
         cond_obs = cond[:, observed]
         cond_obs = cond_obs.toarray() if sp.issparse(cond_obs) else cond_obs
-    if solver not in MES_SOLVERS:
-        raise ConfigError(f"solver={solver!r} must be one of {MES_SOLVERS}")
+    check_choice(solver, "solver", MES_SOLVERS)
     if solver in ("dual", "auto"):
         try:
             # n x n solves and Gram products: one BLAS thread is several times faster on 2 cores

@@ -22,6 +22,7 @@ import numpy as np
 from linrec.errors import ConfigError, DataError
 from linrec.eval._checks import check_ranks, check_sample_size
 from linrec.eval.expected import expected_sampled_curve, global_rank_distribution
+from linrec.params import check_choice, check_int, check_real
 
 MAPPINGS = ("linear", "bound", "beta", "beta_p", "dataset", "oracle")
 #: slack of the floor rule ⌊f + 1e-9⌋ (f(k; 1) can be a half-integer; spec §4)
@@ -52,8 +53,7 @@ def beta_mapping(n_items: int, sample_size: int, a: float) -> np.ndarray:
     space from t_{l+1}/t_l = (l+a)/(l+1), which avoids the ~1e-11 error of gammaln at l ~ 3200
     (amplified by 1/a); f(n; a) = N; f(k; 1) = k(N-1)/n + 1 in closed form."""
     check_sample_size(n_items, sample_size)
-    if not np.isfinite(a) or a <= 0:
-        raise ConfigError(f"a={a} must be a finite positive Beta shape parameter")
+    check_real(a, "a", gt=0, hint="a is the Beta shape parameter")
     k = np.arange(1, sample_size + 1, dtype=np.float64)
     if a == 1.0:
         return k * (n_items - 1.0) / sample_size + 1.0
@@ -93,8 +93,8 @@ def fit_beta_p(
     if np.all(ranks == sample_size):
         raise DataError(f"every sampled rank equals sample_size={sample_size}: the Beta MLE "
                         "diverges (a -> inf); the model ranks every target last")
-    if int(max_iter) != max_iter or max_iter < 1 or tol <= 0:
-        raise ConfigError(f"max_iter={max_iter} must be a positive integer and tol={tol} > 0")
+    check_int(max_iter, "max_iter", ge=1)
+    check_real(tol, "tol", gt=0)
     counts = np.bincount(ranks - 1, minlength=sample_size).astype(np.float64)
     history = [float(a0)]
     a = float(a0)
@@ -119,8 +119,7 @@ def dataset_beta_parameter(
 ) -> float:
     """One Beta parameter a for a dataset (spec §4.5 remedies 1–2): the Beta@P fixed points of the
     reference models' sampled ranks, reduced by "median", "mean" or "first"."""
-    if reduce not in DATASET_REDUCTIONS:
-        raise ConfigError(f"reduce={reduce!r} is not supported; choose one of {DATASET_REDUCTIONS}")
+    check_choice(reduce, "reduce", DATASET_REDUCTIONS)
     if len(reference_sampled_ranks) == 0:
         raise ConfigError("reference_sampled_ranks is empty; give the sampled ranks of at least "
                           "one reference model")
@@ -148,8 +147,7 @@ def oracle_mapping(
 def mapping_function(kind: str, n_items: int, sample_size: int, **params: object) -> np.ndarray:
     """f(1..n) of mapping `kind` (one of MAPPINGS; see the module docstring for the params):
     float64 (sample_size,), values in [1, N] (the oracle may return 0)."""
-    if kind not in MAPPINGS:
-        raise ConfigError(f"mapping kind={kind!r} is not supported; choose one of {MAPPINGS}")
+    check_choice(kind, "mapping kind", MAPPINGS)
     allowed = {
         "linear": set(), "bound": set(), "beta": {"a"},
         "beta_p": {"sampled_ranks", "a0", "max_iter", "tol"},
@@ -206,8 +204,7 @@ def aligned_curves(
         raise ConfigError(f"f must be a finite 1-d array f(1..n); got shape {f.shape}")
     sample_size = len(f)
     k_max = sample_size if k_max is None else k_max
-    if int(k_max) != k_max or not 1 <= k_max <= sample_size:
-        raise ConfigError(f"k_max={k_max} must be an integer in [1, len(f)={sample_size}]")
+    k_max = check_int(k_max, "k_max", ge=1, le=sample_size, hint=f"len(f) = {sample_size}")
     ranks = check_ranks(sampled_ranks, sample_size, "sampled_ranks").ravel()
     if ranks.size == 0:
         raise ConfigError("sampled_ranks is empty")

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from linrec.errors import ConfigError
 from linrec.eval.estimators._linalg import (
     ConditionalOp,
     column_sums,
@@ -15,6 +14,7 @@ from linrec.eval.estimators._linalg import (
     weighted_gram,
 )
 from linrec.eval.estimators.result import EstimateResult
+from linrec.params import check_choice, check_int
 
 if TYPE_CHECKING:
     from linrec.eval.estimators._context import EstimatorInput
@@ -28,10 +28,8 @@ def mn_system(
     """H of x_MN = H⁻¹ AᵀD b (spec §7.3): AᵀDA − (1/M)AᵀA + (1/M)Λ1 with Λ1 = diag(column sums).
     variance_weight="prior" weighs Var[x|R] by P(R) (spec §7.5, the exact variance), i.e. BV with
     γ = 1/M: AᵀDA − (1/M)AᵀDA + (1/M)diag(Aᵀπ)."""
-    if variance_weight not in VARIANCE_WEIGHTS:
-        raise ConfigError(f"variance_weight={variance_weight!r} must be one of {VARIANCE_WEIGHTS}")
-    if n_targets < 1:
-        raise ConfigError(f"n_targets={n_targets} must be >= 1")
+    check_choice(variance_weight, "variance_weight", VARIANCE_WEIGHTS)
+    check_int(n_targets, "n_targets", ge=1)
     if variance_weight == "unweighted":
         # AᵀDA − (1/M)AᵀA = Aᵀ diag(P(R) − 1/M) A: one Gram product instead of two
         system = weighted_gram(cond, prior - 1.0 / n_targets)

@@ -18,6 +18,7 @@ from linrec.eval.estimators import adaptive, bv, corrected, em, mn
 from linrec.eval.estimators._context import EstimatorInput
 from linrec.eval.estimators._input import check_sampled_ranks, common_sample_size, rank_histogram
 from linrec.eval.estimators.result import EstimateResult
+from linrec.params import check_choice, check_int
 
 _FIXED_SIZE: dict[str, Callable[..., EstimateResult]] = {
     "naive": corrected.run_naive,
@@ -71,10 +72,8 @@ def estimate(
     """
     if name not in ESTIMATORS:
         raise ConfigError(f"unknown estimator {name!r}; choose one of {list(ESTIMATORS)}")
-    if scheme not in SCHEMES:
-        raise ConfigError(f"scheme={scheme!r} is not supported; choose one of {SCHEMES}")
-    if int(n_items) != n_items or n_items < 2:
-        raise ConfigError(f"n_items={n_items} must be an integer >= 2")
+    check_choice(scheme, "scheme", SCHEMES)
+    check_int(n_items, "n_items", ge=2)
     if name == "adaptive_mle":
         sizes = np.broadcast_to(np.asarray(sample_size), np.shape(sampled_ranks))
         if np.any(sizes < 1) or np.any(sizes != np.round(sizes)):

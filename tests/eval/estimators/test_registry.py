@@ -17,8 +17,8 @@ from tests.eval.estimators.conftest import draw
     "name,kwargs,match",
     [
         ("nope", {}, "unknown estimator 'nope'; choose one of"),
-        ("bv", {"gamma": 0.0}, r"gamma=0.0 must be in \(0, 1\]"),
-        ("bv", {"gamma": 1.5}, r"gamma=1.5 must be in \(0, 1\]"),
+        ("bv", {"gamma": 0.0}, r"gamma=0.0 is out of range; allowed: a number > 0 and <= 1"),
+        ("bv", {"gamma": 1.5}, r"gamma=1.5 is out of range; allowed: a number > 0 and <= 1"),
         ("bv", {"gama": 0.1}, r"no parameter\(s\) \['gama'\]"),
         ("mn", {"prior": np.ones(7)}, "prior must have length n_items=400"),
         ("bv", {"prior": "beta"}, "prior source 'beta'"),
