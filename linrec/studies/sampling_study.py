@@ -106,7 +106,8 @@ def run(config: Any, run_dir: Path) -> None:
                     summary["are"][f"{setting}/{label}/{m}/{name}"] = {"mean": mean, "std": std}
                 rows.append(row)
         write_table(tables, f"are_{setting.replace('=', '')}", ["model", "metric", *names], rows,
-                    f"Average relative error (%) over K=1..{k_max}, {setting}, {repeats} repeats")
+                    f"Average relative error (%) over K=1..{k_max}, test split, {setting}, "
+                    f"{repeats} repeats")
 
     # 3. winner accuracy: how often argmax over models of the estimate picks the exact winner
     rows = []
@@ -127,7 +128,8 @@ def run(config: Any, run_dir: Path) -> None:
                     summary["winners"][f"{setting}/{m}@{k}/{name}"] = row[name]
                 rows.append(row)
     write_table(tables, "winners", ["setting", "metric", "winner", *all_names], rows,
-                f"Winner accuracy (out of {repeats} repeats)")
+                f"Winner accuracy on the test split (out of {repeats} repeats; winner: the best "
+                "exact metric)")
 
     # 4. mapping tables of [S0]: SHR@k vs HR@f(k) on the first sample of each model and n
     error_rows = []
@@ -149,10 +151,10 @@ def run(config: Any, run_dir: Path) -> None:
                 summary["mapping"][f"{setting}/{label}/{spec}"] = errors
             columns = ["k", "SHR", *[f"HR@{s}" for s in study.mappings]]
             write_table(tables, f"mapping_{label}_{setting.replace('=', '')}", columns, rows,
-                        f"SHR@k vs HR@f(k), {label}, {setting}")
+                        f"SHR@k vs HR@f(k), {label}, {setting}, test split")
     if error_rows:
         write_table(tables, "mapping_errors", list(error_rows[0]), error_rows,
-                    "Alignment errors of the mapping functions (spec §4.6)")
+                    "Alignment errors of the mapping functions (spec §4.6), test split")
     write_study_index(run_dir, config, dataset_record(prepared), summary)
     if not config.quiet:
         for path in sorted(tables.glob("are_*.md")) + [tables / "winners.md"]:

@@ -42,6 +42,9 @@ def test_sampling_study(tmp_path):
             block["estimators"]["mle"]["are"]["recall"]["mean"], rel=1e-12)
         assert record["study"] == {"name": "sampling_study", "label": model, "point": {}}
     assert all(0 <= v <= 4 for v in summary["winners"].values())
+    # every table names the split it shows (the study evaluates the test users only)
+    for name in ("are_n20", "are_adaptive", "winners", "mapping_errors", "mapping_ease_n20"):
+        assert "test split" in (tables / f"{name}.md").read_text().splitlines()[0], name
     mapping = (tables / "mapping_ease_n20.md").read_text()
     assert "HR@bound" in mapping and "SHR" in mapping
 
