@@ -4,6 +4,7 @@ reads many runs, is linrec.report)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -56,21 +57,55 @@ def mark_failed(run_dir: str | Path, message: str) -> None:
     write_text_atomic(run_dir / FAILED_FILE, message.rstrip() + "\n")
 
 
-#: the distributions whose versions a results.json records (those installed)
-_LIBRARIES = ("numpy", "scipy", "scikit-learn", "torch", "implicit", "hydra-core", "omegaconf",
-              "threadpoolctl", "cvxpy", "clarabel", "pandas", "joblib")
+#: recorded whether imported or not: torch is a hard dependency whose build matters (CPU/CUDA)
+_ALWAYS_RECORDED = ("numpy", "scipy", "torch")
+#: installers and linrec itself (recorded apart) are not libraries of the run
+_NOT_LIBRARIES = frozenset({"linrec", "pip", "setuptools", "wheel"})
+
+
+@functools.lru_cache(maxsize=1)
+def _module_distributions() -> dict[str, tuple[str, ...]]:
+    """Top-level module -> the installed distributions that provide it (built once: it reads
+    every installed distribution's file list, ~0.3 s)."""
+    from importlib.metadata import packages_distributions
+
+    return {module: tuple(dict.fromkeys(dists))
+            for module, dists in packages_distributions().items()}
+
+
+def _normalized(name: str) -> str:
+    return name.lower().replace("-", "_").replace(".", "_")
+
+
+def imported_distributions(modules: Iterable[str] | None = None) -> list[str]:
+    """The installed distributions (sorted, as their metadata names them) that provide the
+    modules imported so far (`sys.modules`, or `modules`), without linrec and installers. A
+    namespace package that several distributions share (hydra_plugins) counts only the
+    distributions whose name is an imported sub-package of it."""
+    by_module = _module_distributions()
+    names = list(sys.modules) if modules is None else list(modules)
+    found: set[str] = set()
+    for module in names:
+        top, _, rest = module.partition(".")
+        dists = by_module.get(top, ())
+        if len(dists) > 1:  # namespace package: match the sub-package to the distribution
+            sub = _normalized(rest.partition(".")[0])
+            dists = tuple(d for d in dists if _normalized(d) == sub)
+        found.update(d for d in dists if _normalized(d) not in _NOT_LIBRARIES)
+    return sorted(found, key=str.lower)
 
 
 def _library_versions() -> dict[str, str]:
+    """Version of every distribution the run imported, and of numpy, scipy and torch."""
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {}
-    for name in _LIBRARIES:
+    for name in (*_ALWAYS_RECORDED, *imported_distributions()):
         try:
             versions[name] = version(name)
         except PackageNotFoundError:
             continue
-    return versions
+    return dict(sorted(versions.items(), key=lambda item: item[0].lower()))
 
 
 def source_revision() -> dict[str, Any]:

@@ -5,21 +5,66 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+import textwrap
+from importlib.metadata import version
 
 from linrec.cli import report_main
-from linrec.results import environment_info, source_revision, write_json_atomic
+from linrec.results import (
+    environment_info,
+    imported_distributions,
+    source_revision,
+    write_json_atomic,
+)
 
 
 def test_provenance_names_linrec_its_commit_and_the_libraries():
     env = environment_info()
     assert env["linrec"]["version"]
-    assert {"numpy", "scipy", "torch", "implicit", "hydra-core"} <= set(env["libraries"])
+    assert {"numpy", "scipy", "torch"} <= set(env["libraries"])
     revision = source_revision()
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
     if (root / ".git").exists():
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                               text=True).stdout.strip()
         assert revision["commit"] == head and isinstance(revision["dirty"], bool)
+
+
+def test_the_libraries_are_the_distributions_of_the_imported_modules():
+    """Modules map to their distributions; the standard library, linrec and installers are
+    left out; a namespace package counts only the plugin that was imported."""
+    assert imported_distributions(["numpy.linalg", "implicit.cpu.als", "os", "json.decoder",
+                                   "linrec.eval", "setuptools", "pip._internal"]) == [
+        "implicit", "numpy"]
+    assert imported_distributions(["hydra_plugins",
+                                   "hydra_plugins.hydra_joblib_launcher.joblib_launcher"]) == [
+        "hydra-joblib-launcher"]
+
+
+def test_results_record_what_the_run_imported_and_always_torch():
+    """A fresh process that imported numba (the default iALS back-end), matplotlib and pyarrow
+    records their versions as installed; implicit only once it is imported; torch always, even
+    when the run did not import it. Every version is the installed distribution's."""
+    script = textwrap.dedent("""
+        import json, sys
+        from linrec.results import environment_info
+        import numba, matplotlib, pyarrow
+        first = environment_info()["libraries"]
+        import implicit
+        second = environment_info()["libraries"]
+        print(json.dumps({"first": first, "second": second,
+                          "torch_imported": "torch" in sys.modules}))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    got = json.loads(out.splitlines()[-1])
+    first, second = got["first"], got["second"]
+    assert not got["torch_imported"] and first["torch"] == version("torch")
+    for name in ("numba", "matplotlib", "pyarrow", "numpy", "scipy", "llvmlite"):
+        assert first[name] == version(name), name
+    assert "implicit" not in first and second["implicit"] == version("implicit")
+    assert "linrec" not in second and "setuptools" not in second
+    assert all(second[name] == version(name) for name in second)
 
 
 def test_report_on_a_results_file_writes_beside_it(tmp_path):
