@@ -6,14 +6,8 @@ from __future__ import annotations
 import pytest
 
 from linrec.errors import ConfigError
-from linrec.models import EASE, MODEL_CONFIGS, build_model, model_class, model_config
+from linrec.models import EASE, MODEL_CONFIGS, build_model, model_config
 from linrec.models.configs import EASEConfig, LRRConfig, PureSVDConfig
-
-
-def test_every_config_names_a_class_that_takes_it():
-    for name, cls in MODEL_CONFIGS.items():
-        model = model_class(name)(cls())
-        assert model.config.name == name and model.name == name
 
 
 def test_parameters_are_read_from_the_config():

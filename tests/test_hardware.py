@@ -1,0 +1,102 @@
+"""linrec.hardware: cores, the thread limit ($LINREC_THREADS), memory, scoring batch sizes, and
+the BLAS / torch thread limits that restore what they changed."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+import linrec.hardware as hardware
+from linrec.errors import ConfigError, MemoryBudgetError
+from linrec.hardware import (
+    THREADS_ENV,
+    available_memory_bytes,
+    batch_size_for,
+    blas_threads,
+    cpu_cores,
+    thread_limit,
+    torch_threads,
+)
+
+
+def test_cpu_cores_are_the_affinity_of_this_process():
+    assert cpu_cores() == len(os.sched_getaffinity(0)) >= 1
+
+
+@pytest.mark.parametrize("value, expected", [
+    (None, 8),    # unset: every core
+    ("3", 3),
+    (" 2 ", 2),
+    ("64", 8),    # capped at the cores
+    ("0", 1),     # at least one thread
+    ("-4", 1),
+    ("many", 8),  # not a number: ignored
+    ("", 8),
+])
+def test_thread_limit_follows_linrec_threads(monkeypatch, value, expected):
+    monkeypatch.setattr(hardware, "cpu_cores", lambda: 8)
+    if value is None:
+        monkeypatch.delenv(THREADS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(THREADS_ENV, value)
+    assert thread_limit() == expected
+
+
+def test_available_memory_is_positive_and_below_the_total():
+    with open("/proc/meminfo") as fh:
+        total = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemTotal:"))
+    assert 0 < available_memory_bytes() <= total
+
+
+def test_batch_size_fills_the_budget_with_score_rows():
+    # 16 bytes per score cell: 64 MB hold 64 * 2**20 / (1000 * 16) = 4194.3 rows of 1000 items
+    assert batch_size_for(1000, 64) == 4194
+    assert batch_size_for(2**20, 16) == 1  # exactly one row
+    assert batch_size_for(0, 1) == 2**20 // 16  # an empty catalogue counts as one item
+
+
+@pytest.mark.parametrize("budget", [0, -1.0, float("nan")])
+def test_a_budget_that_is_not_positive_is_refused(budget):
+    with pytest.raises(ConfigError, match="memory_budget_mb="):
+        batch_size_for(100, budget)
+
+
+def test_a_budget_below_one_row_says_how_much_is_needed():
+    with pytest.raises(MemoryBudgetError, match=r"memory_budget_mb=1 cannot hold one score row "
+                                                r"of 1000000 items; raise it to at least 15.26"):
+        batch_size_for(1_000_000, 1)
+
+
+def _blas() -> list[int]:
+    return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+
+def test_blas_threads_limits_inside_the_block_and_restores_after():
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas()
+        with blas_threads(1):
+            assert set(_blas()) == {1}
+        assert _blas() == before
+        with pytest.raises(RuntimeError), blas_threads(1):
+            raise RuntimeError("fails inside")
+        assert _blas() == before
+        with blas_threads(None):  # no limit
+            assert _blas() == before
+        with blas_threads(0):  # at least one thread
+            assert set(_blas()) == {1}
+
+
+def test_torch_threads_sets_and_restores_torchs_thread_count():
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), torch_threads(1):
+        raise RuntimeError("fails inside")
+    assert torch.get_num_threads() == before
+    with torch_threads(0):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
