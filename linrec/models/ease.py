@@ -161,12 +161,17 @@ class LowRankEDLAE(ItemItemRecommender):
         try:
             return self._admm(G)
         except np.linalg.LinAlgError as exc:
-            if G.dtype == np.float64:
-                raise NumericalError(
-                    f"{self.name}: the ADMM solve is singular ({exc}) even in float64; raise "
-                    f"omega (now {self.omega}) or lam (now {self.lam}), or lower rank") from exc
-            log.warning("%s: singular solve in float32 (%s); retrying in float64", self.name, exc)
-            return self._admm(G.astype(np.float64)).astype(G.dtype)
+            failure = exc
+        if G.dtype != np.float64:
+            log.warning("%s: singular solve in %s (%s); retrying in float64", self.name,
+                        G.dtype, failure)
+            try:
+                return self._admm(G.astype(np.float64)).astype(G.dtype)
+            except np.linalg.LinAlgError as exc:  # the retry failed too: explain, not a traceback
+                failure = exc
+        raise NumericalError(
+            f"{self.name}: the ADMM solve is singular ({failure}) even in float64; raise "
+            f"omega (now {self.omega}) or lam (now {self.lam}), or lower rank") from failure
 
     def _components(self, G: np.ndarray) -> np.ndarray:
         """V (n x k): the top-k eigenvectors of G with k = the rank (`rank_for`, at most n)

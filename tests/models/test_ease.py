@@ -225,3 +225,47 @@ def test_lowrank_edlae_approaches_full_rank_as_rank_grows(X):
 def test_lowrank_edlae_bad_parameters(kwargs):
     with pytest.raises(ConfigError, match="allowed"):
         LowRankEDLAE(**kwargs)
+
+
+def _solve_failing_in(dtypes: tuple, monkeypatch) -> list:
+    """np.linalg.solve raising LinAlgError("Singular matrix") on arrays of `dtypes` (what
+    ML-100K in LightGCN format did in float32 at rank 1000); returns the dtypes it saw."""
+    real = np.linalg.solve
+    seen = []
+
+    def solve(a, b):
+        seen.append(np.asarray(a).dtype)
+        if np.asarray(a).dtype in dtypes:
+            raise np.linalg.LinAlgError("Singular matrix")
+        return real(a, b)
+
+    monkeypatch.setattr(np.linalg, "solve", solve)
+    return seen
+
+
+def test_lowrank_edlae_retries_a_singular_float32_solve_in_float64(X, monkeypatch, caplog):
+    """A numerical failure in float32 is caught, explained in a warning and recovered from by
+    the float64 solve: the weights are the float64 model's, cast to float32."""
+    params = dict(p=0.3, lam=2.0, rank=10, n_iter=50)
+    reference = LowRankEDLAE(**params, dtype="float64").fit(X)
+    seen = _solve_failing_in((np.dtype(np.float32),), monkeypatch)
+    with caplog.at_level("WARNING", logger="linrec.models.ease"):
+        model = LowRankEDLAE(**params, dtype="float32").fit(X)
+    assert seen[0] == np.float32 and set(seen[1:]) == {np.dtype(np.float64)}  # failed, retried
+    assert "edlae_lowrank: singular solve in float32 (Singular matrix); retrying in float64" \
+        in caplog.text
+    assert model.W.dtype == np.float32
+    np.testing.assert_array_equal(model.W, reference.W.astype(np.float32))
+    assert model.n_iter_run_ == reference.n_iter_run_ and model.rank_ == reference.rank_
+
+
+def test_lowrank_edlae_failing_in_float64_says_what_to_change(X, monkeypatch):
+    from linrec.errors import NumericalError
+
+    _solve_failing_in((np.dtype(np.float32), np.dtype(np.float64)), monkeypatch)
+    for dtype in ("float32", "float64"):  # float32: after the float64 retry failed too
+        with pytest.raises(NumericalError, match=r"edlae_lowrank: the ADMM solve is singular "
+                                                 r"\(Singular matrix\) even in float64; raise "
+                                                 r"omega \(now .*\) or lam \(now 2.0\), or lower "
+                                                 r"rank"):
+            LowRankEDLAE(p=0.3, lam=2.0, rank=10, dtype=dtype).fit(X)
