@@ -28,8 +28,9 @@ import scipy.sparse as sp
 
 from linrec.data.splits import Split
 from linrec.errors import ConfigError
-from linrec.eval import EvalReport, evaluate
+from linrec.eval import EvalReport, evaluate, validation_score
 from linrec.eval.metrics import parse_metric_key
+from linrec.models.base import Recommender, Validation
 from linrec.studies.common import (
     dataset_record,
     point_dir,
@@ -61,9 +62,11 @@ def _grid_points(grid: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
 
 
-def _scorers(family: Mapping[str, Any], train: sp.csr_matrix, label: str,
-             seed: int) -> Iterator[tuple[dict[str, Any], Any, float]]:
-    """(grid point, fitted scorer, fit seconds) for every point of a family's grid."""
+def _scorers(family: Mapping[str, Any], train: sp.csr_matrix, label: str, seed: int,
+             validation: Validation | None) -> Iterator[tuple[dict[str, Any], Any, float]]:
+    """(grid point, fitted scorer, fit seconds) for every point of a family's grid. Models
+    other than the shared-spectrum grids are fitted like a run's (`Recommender.fit` with the
+    run's validation callback, which trainers use for early stopping)."""
     from linrec.models.spectral import SPECTRAL_MODELS, compute_spectrum, spectral_grid
 
     name = family["model"]
@@ -83,10 +86,24 @@ def _scorers(family: Mapping[str, Any], train: sp.csr_matrix, label: str,
     for point in _grid_points(grid):
         model = build_model(study_model_config({"name": name, **fixed, **point}, label, seed))
         t0 = time.perf_counter()
-        model.fit(train)
+        model.fit(train, validation)
         seconds = time.perf_counter() - t0
         log.info("fit %s %s in %.2fs", label, point, seconds)
         yield point, model, seconds
+
+
+def _validation(split: Split, on_valid: Any, seed: int,
+                users_known: bool) -> Validation | None:
+    """The validation callback of a family: the run's (`linrec.eval.validation_score`), or, for
+    a family that knows the evaluation users it would otherwise fold in (trained with their
+    fold-in rows), the same selection metric with the users scored by row, as the study
+    evaluates them."""
+    if users_known == (not split.strong):
+        return validation_score(split, on_valid, seed=seed)
+    exact = dataclasses.replace(on_valid, sampled=dataclasses.replace(on_valid.sampled,
+                                                                      enabled=False))
+    return lambda model: evaluate(model, split, exact, seed=seed,
+                                  users_known=users_known).selection_value
 
 
 def _point_model(family: Mapping[str, Any], point: Mapping[str, Any]) -> dict[str, Any]:
@@ -130,8 +147,9 @@ def run(config: Any, run_dir: Path) -> float | None:
             train_matrices[train_on] = with_foldin_rows(split)
         users_known = train_on == "train_and_foldin" or not split.strong
         grid_rows, best = [], None
+        validation = _validation(split, on_valid, config.seed, users_known)
         for point, scorer, seconds in _scorers(family, train_matrices[train_on], label,
-                                               config.seed):
+                                               config.seed, validation):
             report = evaluate(scorer, split, on_valid, seed=config.seed, users_known=users_known)
             selection = report.selection_metric
             write_study_run(run_dir / "runs" / label / point_dir(point), config, prepared,
@@ -199,10 +217,19 @@ def _write_grid(tables: Path, figures: Path, label: str, rows: list[dict[str, An
     return save_figure_formats(fig, figures / f"grid_{label}")[0]
 
 
+def _has_weights(model: Any) -> bool:
+    """Whether a fitted model has an item-item matrix W: its class implements `weights()`
+    (the base `Recommender.weights` raises NotImplementedError). Asked of the class, so that
+    no dense W is formed just to find out."""
+    return isinstance(model, Recommender) and type(model).weights is not Recommender.weights
+
+
 def _write_profiles(models: Mapping[str, Any], train: sp.csr_matrix, figures: Path,
                     summary: dict[str, Any]) -> Path | None:
-    """Figure 11 view: per-component shrinkage f_i = v_iᵀ W v_i of every item-item model; the
-    figure's path, or None when no model has a profile."""
+    """Figure 11 view: per-component shrinkage f_i = v_iᵀ W v_i of every selected model with an
+    item-item matrix W (`weights()`, or a spectral family's grid scorer, W = V_k diag(f) V_kᵀ);
+    factor models and others without W have no profile. The figure's path, or None when no
+    model has a profile."""
     from linrec.models.profile import spectral_profile
     from linrec.models.spectral import FilteredScorer, compute_spectrum
     from linrec.plots import plot_spectral_profile
@@ -210,17 +237,19 @@ def _write_profiles(models: Mapping[str, Any], train: sp.csr_matrix, figures: Pa
     spectrum = compute_spectrum(train)
     profiles = {}
     for label, model in models.items():
-        if type(model).__module__ == "linrec.models.als":
-            continue  # factor models fold users in non-linearly: no item-item W to profile
-        try:
-            if isinstance(model, FilteredScorer) and model.projections.spectrum is spectrum:
-                f = np.zeros(spectrum.n_components)
-                f[: model.filter_.size] = model.filter_
-            else:
-                f = spectral_profile(model, spectrum)
-        except ConfigError as exc:
-            log.info("no spectral profile for %s: %s", label, exc)
+        if not (isinstance(model, FilteredScorer) or _has_weights(model)):
+            log.info("no spectral profile for %s: %s has no item-item matrix W", label,
+                     type(model).__name__)  # e.g. a factor model: users fold in non-linearly
             continue
+        if isinstance(model, FilteredScorer) and model.projections.spectrum is spectrum:
+            f = np.zeros(spectrum.n_components)
+            f[: model.filter_.size] = model.filter_
+        else:
+            try:
+                f = spectral_profile(model, spectrum)
+            except ConfigError as exc:
+                log.info("no spectral profile for %s: %s", label, exc)
+                continue
         profiles[label] = f
     if not profiles:
         return None

@@ -88,3 +88,66 @@ def test_report_keys_must_be_computed(tmp_path):
                          "+study.models={ease: {model: ease, grid: {lam: [5.0]}}}")
     with pytest.raises(ConfigError, match="study.report: recall_trunc@20 is not computed"):
         run(cfg, run_dir=tmp_path / "run")
+
+
+def test_models_are_fitted_with_the_runs_validation_callback(tmp_path, monkeypatch):
+    """A non-spectral family is fitted like a run's model: `fit(train, validation)` with the
+    run's selection metric on the validation users. Its score of each fitted model is the
+    study's recorded validation value, for a family trained on the training users (users
+    folded in) and one trained with the fold-in rows too (users known, scored by row)."""
+    from linrec.models.als import WMF
+    from linrec.models.ease import EASE
+
+    fits = []
+    for cls in (EASE, WMF):
+        real = cls.fit
+
+        def recording(self, train, validation=None, _real=real):
+            fits.append((self, validation))
+            return _real(self, train, validation)
+
+        monkeypatch.setattr(cls, "fit", recording)
+    cfg = compose_config(
+        "experiment=linear_models", "data=synthetic", *SMALL_DATA, "quiet=true",
+        "data.split.n_valid_users=60", "data.split.n_test_users=60", "~study.models",
+        "+study.models={ease: {model: ease, grid: {lam: [5.0, 50.0]}},"
+        " wmf: {model: wmf, train_on: train_and_foldin, grid: {factors: [8], reg: [1.0]}}}",
+    )
+    run(cfg, run_dir=tmp_path / "run")
+    assert [type(model).__name__ for model, _ in fits] == ["EASE", "EASE", "WMF"]
+    for model, validation in fits:
+        label, point = (("ease", f"lam={model.lam}") if isinstance(model, EASE)
+                        else ("wmf", "factors=8,reg=1.0"))
+        record = json.loads((tmp_path / "run" / "runs" / label / point / "results.json")
+                            .read_text())
+        assert callable(validation)
+        assert validation(model) == record["splits"]["valid"]["exact"]["ndcg@100"], label
+
+
+def test_the_profile_is_drawn_for_models_with_an_item_item_matrix(tmp_path):
+    """`weights()` decides: EASE (dense W) and item-KNN (sparse W) get f_i = v_iᵀ W v_i, a
+    spectral grid scorer its own filter, a factor model (WMF) none."""
+    import scipy.sparse as sp
+
+    from linrec.models import build_model
+    from linrec.models.profile import spectral_profile
+    from linrec.models.spectral import clear_spectrum_cache, compute_spectrum, spectral_grid
+    from linrec.studies.linear_models import _write_profiles
+
+    clear_spectrum_cache()
+    rng = np.random.default_rng(0)
+    train = sp.csr_matrix((rng.random((200, 30)) < 0.2).astype(np.float32))
+    spectrum = compute_spectrum(train)
+    (_, lrr), = spectral_grid("lrr", spectrum, {"rank": [5], "lam": [10.0]})
+    models = {"ease": build_model("ease", lam=10.0).fit(train),
+              "knn": build_model("itemknn", k=5).fit(train),
+              "wmf": build_model("wmf", factors=4, iterations=2).fit(train), "lrr": lrr}
+    summary = {}
+    figure = _write_profiles(models, train, tmp_path, summary)
+    assert figure is not None and figure.stat().st_size > 0
+    assert sorted(summary["profiles"]) == ["ease", "knn", "lrr"]
+    for label in ("ease", "knn"):
+        np.testing.assert_allclose(summary["profiles"][label],
+                                   spectral_profile(models[label], spectrum), rtol=1e-12)
+    np.testing.assert_allclose(summary["profiles"]["lrr"][:5], lrr.filter_, rtol=1e-12)
+    assert not np.any(summary["profiles"]["lrr"][lrr.filter_.size:])
