@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from linrec.eval.estimators._linalg import ConditionalOp, implied_distribution, weighted_gram
+from linrec.eval.estimators._linalg import (
+    ConditionalOp,
+    bias_variance_loss,
+    implied_distribution,
+    weighted_gram,
+)
 from linrec.eval.estimators.result import EstimateResult
 from linrec.params import check_real
 
@@ -35,9 +40,7 @@ def bv_objective(
     x: np.ndarray, cond: np.ndarray, prior: np.ndarray, target: np.ndarray, gamma: float
 ) -> float:
     """L_BV(x) = Σ_R P(R)(E[x|R] − F(R))² + γ Σ_R P(R) Var[x|R] (spec §5.5); for tests."""
-    mean = cond @ x
-    var = cond @ (x * x) - mean * mean
-    return float(prior @ (mean - target) ** 2 + gamma * prior @ var)
+    return bias_variance_loss(x, cond, prior, target, gamma * prior)
 
 
 def runner(default_source: str) -> Callable[..., EstimateResult]:

@@ -9,6 +9,7 @@ import numpy as np
 
 from linrec.eval.estimators._linalg import (
     ConditionalOp,
+    bias_variance_loss,
     column_sums,
     implied_distribution,
     weighted_gram,
@@ -53,9 +54,7 @@ def mn_objective(
     x: np.ndarray, cond: np.ndarray, prior: np.ndarray, target: np.ndarray, n_targets: int
 ) -> float:
     """L1 + L2 of spec §7.2: Σ_R P(R)(E[x|R] − F(R))² + (1/M) Σ_R Var[x|R]; for tests."""
-    mean = cond @ x
-    var = cond @ (x * x) - mean * mean
-    return float(prior @ (mean - target) ** 2 + var.sum() / n_targets)
+    return bias_variance_loss(x, cond, prior, target, np.full(len(prior), 1.0 / n_targets))
 
 
 def runner(default_source: str) -> Callable[..., EstimateResult]:

@@ -103,3 +103,30 @@ def test_banded_operator_gives_the_dense_results():
                                    rtol=1e-7, atol=1e-12)
     np.testing.assert_allclose(mes(band, hist, 400.0, solver="dual")[0],
                                mes(dense, hist, 400.0, solver="dual")[0], rtol=1e-8, atol=1e-14)
+
+
+def test_bias_variance_loss_is_the_squared_bias_plus_the_weighted_variance():
+    """The BV and MN objective (spec §5.5, §7.2), written out per global rank R with the variance
+    as E[(x − E[x|R])² | R] (the helper uses E[x²] − E[x]²)."""
+    from linrec.eval.estimators._linalg import bias_variance_loss
+    from linrec.eval.estimators.bv import bv_objective
+    from linrec.eval.estimators.mn import mn_objective
+
+    n_items, sample_size = 40, 6
+    cond = conditional_matrix(n_items, sample_size)
+    rng = np.random.default_rng(3)
+    x, target = rng.random(sample_size), rng.random(n_items)
+    prior = rng.random(n_items)
+    prior /= prior.sum()
+    weights = rng.random(n_items)
+    want = 0.0
+    for big_r in range(n_items):
+        mean = sum(cond[big_r, r] * x[r] for r in range(sample_size))
+        var = sum(cond[big_r, r] * (x[r] - mean) ** 2 for r in range(sample_size))
+        want += prior[big_r] * (mean - target[big_r]) ** 2 + weights[big_r] * var
+    assert bias_variance_loss(x, cond, prior, target, weights) == pytest.approx(want, rel=1e-12)
+    gamma, m = 0.3, 17
+    assert bv_objective(x, cond, prior, target, gamma) == pytest.approx(
+        bias_variance_loss(x, cond, prior, target, gamma * prior), rel=1e-15)
+    assert mn_objective(x, cond, prior, target, m) == pytest.approx(
+        bias_variance_loss(x, cond, prior, target, np.full(n_items, 1 / m)), rel=1e-15)
