@@ -47,6 +47,12 @@ def _user_bases(seed: int, users: np.ndarray) -> np.ndarray:
     return _mix64(seed_word[0] + users.astype(np.uint64) * np.uint64(_GAMMA_USER))
 
 
+def user_key_bases(keys: BatchKeys) -> np.ndarray:
+    """uint64 (len(users),): base_u with key(u, j) = mix64(base_u + j * gamma), for compiled
+    code that hashes the pairs itself (`linrec.eval._rank_kernel`)."""
+    return _user_bases(keys.seed, keys.users)
+
+
 def tie_break_keys_at(seed: int, users: np.ndarray, items: np.ndarray) -> np.ndarray:
     """Tie-break key of each (user, item) pair: uint64, shape of np.broadcast(users, items).
 

@@ -8,7 +8,8 @@ scorer (foldin @ V) @ V^T of similar cost. A random W puts targets anywhere in t
 hardest case for the rank kernel. Rows:
 
   (a) scoring alone (the model's batches, nothing else);
-  (b) evaluate_exact: score + mask + global ranks + all exact metrics at K in {1,5,10,20,50,100};
+  (b) evaluate_exact: score + mask + global ranks + all exact metrics at K in {1,5,10,20,50,100}
+      (after one tiny call that loads the compiled rank kernel, a per-process cost shown apart);
   (c) reference: a per-user Python loop (mask, lexsort of the row by (-score, key), positions,
       metrics) on a subset of users, extrapolated; compared with the vectorised rank + metrics
       on the same users, interleaved, best of 3 (the machine is shared).
@@ -128,6 +129,14 @@ def main() -> None:
           f"targets mean/max={n_targets.mean():.1f}/{n_targets.max()} "
           f"memory_budget_mb={args.memory_budget_mb}")
 
+    # the compiled rank kernel is loaded once per process (from numba's cache, or compiled on
+    # the first run on a machine): a fixed cost, timed apart
+    t0 = time.perf_counter()
+    tiny = slice(0, 2)
+    batch_global_ranks(model.score(evalset.foldin[tiny]), evalset.foldin[tiny],
+                       evalset.targets[tiny], BatchKeys(args.seed, evalset.users[tiny], n_items))
+    kernel_load = time.perf_counter() - t0
+
     t0 = time.perf_counter()
     for _ in score_batches(model, evalset, users_known=False,
                            memory_budget_mb=args.memory_budget_mb):
@@ -187,7 +196,8 @@ def main() -> None:
     for name, seconds, users in rows:
         print(f"{name:32s} {seconds:9.3f} {users / seconds:10.0f}")
     print(f"overhead (rank + metrics) / score time: {overhead / tm['score']:.1%} "
-          f"(vs scoring alone: {overhead / score_alone:.1%}; target < 30%)")
+          f"(vs scoring alone: {overhead / score_alone:.1%}; target <= 10%)")
+    print(f"one-time load of the compiled rank kernel (per process): {kernel_load:.2f} s")
     print(f"per-user loop / vectorised (rank + metrics), same {n_reference} users, interleaved, "
           f"best of 3: {speedup:.1f}x (target >= 20x)")
     print(f"max |reference - vectorised| over {n_reference} users, all metrics: {worst:.2e} "

@@ -89,8 +89,10 @@ def evaluate_exact(model: Scorer, evalset: EvalSet, *, ks: Sequence[int],
         t0 = time.perf_counter()
         for hook in batch_hooks:
             hook(batch.rows, batch.scores, batch.keys, batch.ranks)
-        timings["hooks"] += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        timings["hooks"] += t1 - t0
         tables.append(table_from_batch(batch, evalset.users, n_items))
+        timings["rank"] += time.perf_counter() - t1
     t0 = time.perf_counter()
     table = RankTable.concat(tables, n_items)
     exact = exact_metrics(table, ks, metrics)

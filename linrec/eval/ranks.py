@@ -8,18 +8,16 @@ key for exact and sampled ranking, the same whatever the batching. Excluded item
 every candidate, so R lies in [1, n_candidates] with
 n_candidates = n_items - |foldin_u| - |T_u| + 1.
 
-Ranking a batch (`batch_global_ranks`) needs no sort of the score rows. Per row, the range
-[lowest target score, highest target score] is cut into n_items / 8 equal buckets; an item's
-bucket is a monotone function of its score, so an item in a higher bucket than t beats t and one
-in a lower bucket does not. Buckets are counted with one `bincount`; only the few items that share
-a bucket with a target are compared with it exactly (score, then key). Cost: about ten vectorised
-passes over the batch's scores, in row chunks that stay in cache.
+Ranking a batch (`batch_global_ranks`) needs no sort of the score rows: compiled passes over
+each row (rows in parallel) count, per target, the items with a higher score, and compare keys
+only for items tied with a target (`linrec.eval._rank_kernel`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -30,20 +28,20 @@ import scipy.sparse as sp
 from linrec.atomic import atomic_open
 from linrec.data.splits import EvalSet
 from linrec.errors import ConfigError, DataError
-from linrec.hardware import batch_size_for
+from linrec.hardware import batch_size_for, thread_limit
 from linrec.item_order import (  # noqa: F401  (re-exported: the keys the ranks use)
     BatchKeys,
     beats,
     tie_break_keys,
     tie_break_keys_at,
+    user_key_bases,
 )
 
-#: items per bucket of the rank kernel (on average): fewer = fewer exact comparisons, bigger tables
-_ITEMS_PER_BUCKET = 8
-#: score cells per cache-sized row chunk of the rank kernel
-_CHUNK_CELLS = 1 << 19
-#: (item, target) pairs compared exactly at once (bounds memory when scores tie massively)
-_PAIR_CHUNK = 1 << 22
+#: rows with at most this many held-out items are ranked by one vectorised pass per target
+#: (`linrec.eval._rank_kernel`), the others by the sorted path (faster beyond ~100 targets)
+_LINEAR_MAX_TARGETS = 128
+#: rows per task of the rank kernel's threads (and the fewest rows worth a second thread)
+_ROWS_PER_TASK = 16
 
 
 class Scorer(Protocol):
@@ -130,65 +128,13 @@ def _row_ids(matrix: sp.csr_matrix) -> np.ndarray:
     return np.repeat(np.arange(matrix.shape[0], dtype=np.int64), np.diff(matrix.indptr))
 
 
-def _bucket_grid(t_scores: np.ndarray, indptr: np.ndarray, dtype: np.dtype, n_buckets: int
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: lowest target score lo and bucket scale, so that bucket(s) = (s - lo) * scale
-    cuts [lo, hi] into n_buckets buckets. Both of the score dtype, scale finite and > 0."""
-    n_rows = len(indptr) - 1
-    counts = np.diff(indptr)
-    has = counts > 0
-    lo = np.zeros(n_rows, dtype=np.float64)
-    hi = np.zeros(n_rows, dtype=np.float64)
-    if np.any(has):
-        lo[has] = np.minimum.reduceat(t_scores, indptr[:-1][has])
-        hi[has] = np.maximum.reduceat(t_scores, indptr[:-1][has])
-    width = hi / n_buckets - lo / n_buckets
-    # one target (or all equal): buckets of relative width 2**-20 around it
-    fallback = np.maximum(np.abs(lo) * 2.0**-20, 1e-30)
-    width = np.where(width > 0, width, fallback)
-    info = np.finfo(dtype)
-    scale = np.clip(1.0 / width, info.tiny, info.max)
-    return lo.astype(dtype), scale.astype(dtype)
-
-
-def _bucket_of(values: np.ndarray, lo: np.ndarray, scale: np.ndarray, n_buckets: int,
-               out: np.ndarray) -> np.ndarray:
-    """Bucket in [-1, n_buckets + 1] (float, truncated later): monotone non-decreasing in values
-    (subtraction, multiplication by scale > 0 and clipping are monotone). -inf -> -1."""
-    with np.errstate(over="ignore"):  # overflow to +-inf keeps the order
-        np.subtract(values, lo, out=out)
-        out *= scale
-    return np.clip(out, -1, n_buckets + 1, out=out)
-
-
-def _exact_pair_counts(flag_slots: np.ndarray, flag_scores: np.ndarray, flag_rows: np.ndarray,
-                       flag_items: np.ndarray, t_slots: np.ndarray, t_scores: np.ndarray,
-                       t_items: np.ndarray, keys: BatchKeys) -> np.ndarray:
-    """For each target: #{flagged items in the same bucket slot that beat it}. int64 (len(t),)."""
-    out = np.zeros(len(t_slots), dtype=np.int64)
-    order = np.argsort(t_slots, kind="stable")
-    sorted_slots = t_slots[order]
-    first = np.searchsorted(sorted_slots, flag_slots, side="left")
-    n_pairs = np.searchsorted(sorted_slots, flag_slots, side="right") - first
-    ends = np.cumsum(n_pairs)
-    # split the flagged items so that each piece has at most _PAIR_CHUNK pairs
-    cuts = np.searchsorted(ends, np.arange(_PAIR_CHUNK, ends[-1] if len(ends) else 0,
-                                           _PAIR_CHUNK), side="right")
-    for lo_f, hi_f in zip(np.r_[0, cuts], np.r_[cuts, len(ends)], strict=True):
-        counts = n_pairs[lo_f:hi_f]
-        if counts.sum() == 0:
-            continue
-        item_idx = np.repeat(np.arange(lo_f, hi_f), counts)
-        offset = np.arange(len(item_idx)) - np.repeat(np.cumsum(counts) - counts, counts)
-        target_idx = order[first[item_idx] + offset]
-        s_j, s_t = flag_scores[item_idx], t_scores[target_idx]
-        win = s_j > s_t
-        tie = np.flatnonzero(s_j == s_t)
-        if len(tie):
-            rows = flag_rows[item_idx[tie]]
-            win[tie] = keys[rows, flag_items[item_idx[tie]]] < keys[rows, t_items[target_idx[tie]]]
-        out += np.bincount(target_idx[win], minlength=len(t_slots))
-    return out
+def _canonical(matrix: sp.spmatrix) -> sp.csr_matrix:
+    """CSR with sorted, unique indices (a copy only when the input is not already so)."""
+    matrix = sp.csr_matrix(matrix)
+    if not matrix.has_canonical_format:
+        matrix = matrix.copy()
+        matrix.sum_duplicates()
+    return matrix
 
 
 def batch_global_ranks(scores: np.ndarray, foldin: sp.csr_matrix, targets: sp.csr_matrix,
@@ -198,60 +144,40 @@ def batch_global_ranks(scores: np.ndarray, foldin: sp.csr_matrix, targets: sp.cs
     scores: float (b, n_items) model scores, modified in place: on return fold-in entries are
     -inf, held-out entries keep their scores. foldin, targets: CSR (b, n_items), disjoint.
     keys: the batch's tie-break keys. Returns BatchRanks (entries sorted by (row, rank))."""
+    from linrec.eval._rank_kernel import rank_rows  # numba: imported when first needed
+
     n_rows, n_items = scores.shape
-    if not np.all(np.isfinite(scores)):
-        bad = int(np.flatnonzero(~np.isfinite(scores).all(axis=1))[0])
-        raise DataError(f"model scores of batch row {bad} contain NaN or inf; scores must be "
-                        "finite (the evaluator masks fold-in items itself)")
-    targets = sp.csr_matrix(targets, copy=True)
-    targets.sum_duplicates()
-    foldin = sp.csr_matrix(foldin, copy=True)
-    foldin.sum_duplicates()
+    if scores.dtype not in (np.float32, np.float64) or not scores.flags.c_contiguous:
+        scores_in = scores
+        scores = np.ascontiguousarray(scores, dtype=np.result_type(scores.dtype, np.float32))
+    else:
+        scores_in = None
+    targets, foldin = _canonical(targets), _canonical(foldin)
     if targets.multiply(foldin).nnz:
         raise DataError("a held-out item is also in its user's fold-in row; EvalSet.targets and "
                         "EvalSet.foldin must be disjoint")
     t_rows, t_items = _row_ids(targets), targets.indices.astype(np.int64)
+    beaten_by = np.empty(len(t_items), dtype=np.int64)
+    arrays = (scores, foldin.indptr.astype(np.int64), foldin.indices.astype(np.int64),
+              targets.indptr.astype(np.int64), t_items, user_key_bases(keys), beaten_by,
+              _LINEAR_MAX_TARGETS)
+    threads = min(thread_limit(), max(1, n_rows // _ROWS_PER_TASK))
+    if threads == 1:
+        bad = rank_rows(*arrays, 0, n_rows)
+    else:  # small tasks, taken in turn: rows differ in cost
+        step = max(1, min(_ROWS_PER_TASK, -(-n_rows // (4 * threads))))
+        with ThreadPoolExecutor(threads) as pool:
+            found = list(pool.map(lambda start: rank_rows(*arrays, start,
+                                                          min(n_rows, start + step)),
+                                  range(0, n_rows, step)))
+        bad = next((b for b in found if b >= 0), -1)
+    if bad >= 0:
+        raise DataError(f"model scores of batch row {bad} contain NaN or inf; scores must be "
+                        "finite (the evaluator masks fold-in items itself)")
+    if scores_in is not None:
+        scores_in[...] = scores
     t_scores = scores[t_rows, t_items]
     per_row_candidates = n_items - np.diff(foldin.indptr) - np.diff(targets.indptr) + 1
-    scores[_row_ids(foldin), foldin.indices] = -np.inf
-    scores[t_rows, t_items] = -np.inf
-    n_buckets = max(1, n_items // _ITEMS_PER_BUCKET)
-    lo, scale = _bucket_grid(t_scores, targets.indptr, scores.dtype, n_buckets)
-
-    n_slots = n_buckets + 3  # buckets -1 .. n_buckets + 1, shifted by one
-    t_bucket = _bucket_of(t_scores, lo[t_rows], scale[t_rows], n_buckets, np.empty_like(t_scores))
-    t_slots = t_bucket.astype(np.int64) + 1 + t_rows * n_slots
-    beaten_by = np.zeros(len(t_rows), dtype=np.int64)
-    chunk = max(1, _CHUNK_CELLS // max(n_items, 1))
-    buf = np.empty((chunk, n_items), dtype=scores.dtype)
-    slots = np.empty((chunk, n_items), dtype=np.int64)
-    flagged_parts = []  # (global slot, row, item) of items that share a slot with a target
-    for start in range(0, n_rows, chunk):
-        stop = min(n_rows, start + chunk)
-        c = stop - start
-        t_lo, t_hi = targets.indptr[start], targets.indptr[stop]
-        if t_lo == t_hi:
-            continue
-        _bucket_of(scores[start:stop], lo[start:stop, None], scale[start:stop, None], n_buckets,
-                   buf[:c])
-        np.copyto(slots[:c], buf[:c], casting="unsafe")  # truncation: still monotone
-        slots[:c] += (np.arange(c, dtype=np.int64) * n_slots + 1)[:, None]
-        local = slots[:c].ravel()  # slot of each cell, row-local offsets
-        # items of the row in slots > k = n_items - #items in slots <= k
-        at_or_below = np.cumsum(np.bincount(local, minlength=c * n_slots).reshape(c, n_slots),
-                                axis=1)
-        ct_slots = t_slots[t_lo:t_hi] - start * n_slots
-        beaten_by[t_lo:t_hi] = n_items - at_or_below.ravel()[ct_slots]
-        is_target_slot = np.zeros(c * n_slots, dtype=bool)
-        is_target_slot[ct_slots] = True
-        flagged = np.flatnonzero(np.take(is_target_slot, local))
-        flagged_parts.append((local[flagged] + start * n_slots, flagged // n_items + start,
-                              flagged % n_items))
-    if flagged_parts:
-        f_slots, f_rows, f_items = (np.concatenate(p) for p in zip(*flagged_parts, strict=True))
-        beaten_by += _exact_pair_counts(f_slots, scores[f_rows, f_items], f_rows, f_items,
-                                        t_slots, t_scores, t_items, keys)
-    scores[t_rows, t_items] = t_scores
     ranks = 1 + beaten_by
     order = np.lexsort((ranks, t_rows))
     return BatchRanks(rows=t_rows[order], items=t_items[order].astype(np.int32),

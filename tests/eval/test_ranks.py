@@ -84,8 +84,16 @@ def test_bad_seed(seed):
 # --------------------------------------------------------------------------- ranks
 
 
+@pytest.fixture(params=["linear", "sorted"])
+def kernel_path(request, monkeypatch):
+    """Both counting paths of the rank kernel (chosen by the number of targets of a row)."""
+    monkeypatch.setattr(ranks_module, "_LINEAR_MAX_TARGETS", 10**9 if request.param == "linear"
+                        else 0)
+    return request.param
+
+
 @pytest.mark.parametrize("case", range(12))
-def test_batch_ranks_match_brute_force(case):
+def test_batch_ranks_match_brute_force(case, kernel_path):
     rng = np.random.default_rng(case)
     n_users, n_items = int(rng.integers(1, 15)), int(rng.integers(3, 70))
     evalset = make_evalset(n_users, n_items, seed=case, foldin_p=rng.uniform(0, 0.6))
@@ -113,24 +121,47 @@ def test_batch_ranks_match_brute_force(case):
     assert np.all(np.lexsort((batch.ranks, batch.rows)) == np.arange(len(batch.ranks)))
 
 
-def test_kernel_chunking_paths(monkeypatch):
-    """Tiny buckets, row chunks and pair chunks give the same ranks (every code path)."""
-    evalset = make_evalset(9, 40, seed=1, min_targets=3)
-    scores = np.round(np.random.default_rng(2).normal(size=(9, 40)), 1)
+@pytest.mark.parametrize("case", ["targets tie each other", "one target", "many targets",
+                                  "fold-in ties the targets", "no targets in some rows",
+                                  "non-contiguous float16"])
+def test_kernel_paths(case, kernel_path):
+    """Every path of the compiled kernel: targets tied with each other and with candidates and
+    fold-in items (the tied-key count and what excluded items counted taken out), one target,
+    a target per item, rows without targets, and scores that need a converted copy."""
+    rng = np.random.default_rng(len(case))
+    n_users, n_items = 9, 40
+    evalset = make_evalset(n_users, n_items, seed=1, min_targets=3)
+    targets, foldin = evalset.targets.toarray() > 0, evalset.foldin.toarray() > 0
+    scores = np.round(rng.normal(size=(n_users, n_items)), 1)
+    if case == "targets tie each other":
+        scores[targets] = 0.5
+    if case == "one target":
+        targets[:] = False
+        targets[np.arange(n_users), rng.integers(0, n_items, n_users)] = True
+        foldin &= ~targets
+    if case == "many targets":
+        targets = ~foldin
+    if case == "fold-in ties the targets":
+        scores[foldin] = 0.5
+        scores[targets] = 0.5
+    if case == "no targets in some rows":
+        targets[::2] = False
+    evalset = EvalSet(evalset.users, sp.csr_matrix(foldin.astype(np.float32)),
+                      sp.csr_matrix(targets.astype(np.float32)))
     expected = brute_force_ranks(scores, evalset, 4)
-    # 40 items: 1, 2, 6 and 40 buckets per row
-    for per_bucket, chunk_cells, pair_chunk in [(40, 40, 1), (20, 80, 3), (6, 1, 5), (1, 10**6, 2)]:
-        monkeypatch.setattr(ranks_module, "_ITEMS_PER_BUCKET", per_bucket)
-        monkeypatch.setattr(ranks_module, "_CHUNK_CELLS", chunk_cells)
-        monkeypatch.setattr(ranks_module, "_PAIR_CHUNK", pair_chunk)
-        batch = batch_global_ranks(scores.copy(), evalset.foldin, evalset.targets,
-                                   BatchKeys(4, evalset.users, 40))
-        got = rank_dict(batch)
-        assert got == expected, (per_bucket, chunk_cells, pair_chunk)
+    if case == "non-contiguous float16":
+        scores = np.asfortranarray(scores.astype(np.float16))
+        expected = brute_force_ranks(scores.astype(np.float32), evalset, 4)
+    original = scores.copy()
+    batch = batch_global_ranks(scores, evalset.foldin, evalset.targets,
+                               BatchKeys(4, evalset.users, n_items))
+    assert rank_dict(batch) == expected
+    assert np.all(np.isneginf(scores[foldin]))  # the caller's array is masked, even a copy's
+    np.testing.assert_array_equal(scores[~foldin], original[~foldin])
 
 
-def test_extreme_scores():
-    """Huge, tiny and signed-zero scores keep exact order (bucket maps stay monotone)."""
+def test_extreme_scores(kernel_path):
+    """Huge, tiny and signed-zero scores keep exact order."""
     evalset = make_evalset(4, 30, seed=3, min_targets=2)
     rng = np.random.default_rng(3)
     values = np.array([-3e38, -1e-30, -0.0, 0.0, 1e-45, 1e-30, 2.5, 3e38], dtype=np.float32)
@@ -181,11 +212,13 @@ def test_bad_inputs():
         list(score_batches(model, evalset, users_known=False, memory_budget_mb=1e-6))
     with pytest.raises(ConfigError, match="batch_size"):
         list(score_batches(model, evalset, users_known=False, batch_size=0))
-    scores = np.zeros((5, 12))
-    scores[2, 3] = np.nan
-    with pytest.raises(DataError, match="row 2"):
-        batch_global_ranks(scores, evalset.foldin, evalset.targets,
-                           BatchKeys(0, evalset.users, 12))
+    for row, bad in ((2, np.nan), (3, np.inf), (4, -np.inf)):
+        for item in range(12):  # a target, a fold-in item or a candidate: all refused
+            scores = np.zeros((5, 12))
+            scores[row, item] = bad
+            with pytest.raises(DataError, match=f"row {row}"):
+                batch_global_ranks(scores, evalset.foldin, evalset.targets,
+                                   BatchKeys(0, evalset.users, 12))
     overlap = sp.csr_matrix(evalset.foldin + evalset.targets)
     with pytest.raises(DataError, match="disjoint"):
         batch_global_ranks(np.zeros((5, 12)), overlap, evalset.targets,
