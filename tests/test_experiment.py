@@ -21,8 +21,8 @@ def _data_home(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "override, match",
     [
-        ("eval.sampled.sample_sizes=[1000]", "sample_size=1000"),
-        ("eval.sampled.adaptive.n0=1000", "n0=1000"),
+        ("eval.sampled.sample_sizes=[1000]", r"^eval.sampled.sample_sizes=1000 is out of range"),
+        ("eval.sampled.adaptive.n0=1000", r"^eval.sampled.adaptive.n0=1000 is out of range"),
         ("eval.ks=[500] eval.selection=auc", r"eval.ks=\[500\]: no K <= n_items"),
     ],
 )
