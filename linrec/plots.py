@@ -211,28 +211,48 @@ def plot_heatmap(values: np.ndarray, rows: Sequence[Any], columns: Sequence[Any]
     return fig
 
 
+def curve_metric(setting: Mapping[str, Any], preferred: Sequence[str | None] = ("ndcg",)
+                 ) -> str | None:
+    """The metric whose estimator curves a sampled setting's figures show: the first of
+    `preferred` it has curves of, else its first; None when it has no curves."""
+    exact = (setting.get("curves") or {}).get("exact") or {}
+    if not exact:
+        return None
+    return next((m for m in preferred if m in exact), next(iter(exact)))
+
+
+def setting_figures(setting: Mapping[str, Any], metric: str, directory: str | Path,
+                    prefix: str = "", suffix: str = "", title: str | None = None) -> list[Path]:
+    """The figures of one sampled setting of a results.json record (PNG and PDF) into
+    `directory`: <prefix>sampled_<metric><suffix> (exact metric vs K with every estimator's
+    curve and the naive one), <prefix>estimator_error_<metric><suffix> (their relative error vs
+    K) and, when recorded, <prefix>sampled_ranks<suffix> (the sampled-rank histogram)."""
+    directory = Path(directory)
+    written = save_figure_formats(plot_sampled_curves(setting, metric, title=title),
+                                  directory / f"{prefix}sampled_{metric}{suffix}")
+    written += save_figure_formats(plot_relative_errors(setting, metric, title=title),
+                                   directory / f"{prefix}estimator_error_{metric}{suffix}")
+    if (setting.get("rank_histogram") or {}).get("rank"):
+        written += save_figure_formats(plot_rank_histogram(setting, title=title),
+                                       directory / f"{prefix}sampled_ranks{suffix}")
+    return written
+
+
 def run_figures(record: Mapping[str, Any], run_dir: str | Path,
                 metric: str = "ndcg") -> list[Path]:
     """The figures of one run, from its results.json record, into its directory (PNG and PDF):
-    for the test split (else the first split) and its first sampled setting: the metric and
-    relative-error curves against K and the sampled-rank histogram; a trained model's training
-    curve. Returns the written paths."""
+    for the test split (else the first split) and its first sampled setting with curves: the
+    metric and relative-error curves against K and the sampled-rank histogram
+    (`setting_figures`); a trained model's training curve. Returns the written paths."""
     run_dir = Path(run_dir)
     written: list[Path] = []
     splits = record.get("splits", {})
     name = "test" if "test" in splits else next(iter(splits), None)
     sampled = (splits.get(name) or {}).get("sampled") or {}
-    setting = next((s for s in sampled.values() if (s.get("curves") or {}).get("exact")), None)
+    setting = next((s for s in sampled.values() if curve_metric(s)), None)
     if setting is not None:
-        chosen = metric if metric in setting["curves"]["exact"] else \
-            next(iter(setting["curves"]["exact"]))
-        written += save_figure_formats(plot_sampled_curves(setting, chosen),
-                                       run_dir / f"sampled_{chosen}_{name}")
-        written += save_figure_formats(plot_relative_errors(setting, chosen),
-                                       run_dir / f"estimator_error_{chosen}_{name}")
-        if setting.get("rank_histogram"):
-            written += save_figure_formats(plot_rank_histogram(setting),
-                                           run_dir / f"sampled_ranks_{name}")
+        written += setting_figures(setting, curve_metric(setting, (metric,)), run_dir,
+                                   suffix=f"_{name}")
     epochs = (record.get("training") or {}).get("epochs")
     if epochs:
         written += save_figure_formats(plot_training_curve(epochs), run_dir / "training_curve")

@@ -94,3 +94,37 @@ def test_heatmap_marks_missing_cells_and_checks_its_shape(tmp_path):
     _not_blank(tmp_path / "grid.png")
     with pytest.raises(ConfigError, match="do not match"):
         plot_heatmap(values, [10], [1.0, 100.0], "rank", "lam")
+
+
+def test_curve_metric_prefers_the_asked_metric_then_the_first():
+    from linrec.plots import curve_metric
+
+    setting = {"curves": {"exact": {"recall": [0.1], "ndcg": [0.2]}}}
+    assert curve_metric(setting) == "ndcg"
+    assert curve_metric(setting, ("ap", "recall")) == "recall"
+    assert curve_metric(setting, ("ap", None)) == "recall"
+    assert curve_metric({"curves": {}}) is None and curve_metric({}) is None
+
+
+def test_setting_figures_names_and_draws_each_kind(tmp_path):
+    """The report's prefix and suffix on the three figures of one sampled setting; no
+    histogram when the record has none."""
+    from linrec.plots import setting_figures
+
+    ks = np.arange(1, 21)
+    setting = {"protocol": {"sample_size": 50, "repeats": 3},
+               "curves": {"exact": {"recall": (ks / 40).tolist()},
+                          "naive": {"recall": (ks / 20).tolist()},
+                          "bv": {"recall": (ks / 41).tolist()}},
+               "rank_histogram": {"rank": [1, 2, 3], "count": [30, 10, 5]}}
+    written = setting_figures(setting, "recall", tmp_path, prefix="ds_ease_", suffix="_n_50_valid")
+    assert sorted(p.name for p in written) == sorted(
+        f"ds_ease_{kind}_n_50_valid.{ext}" for kind in ("sampled_recall", "estimator_error_recall",
+                                                      "sampled_ranks") for ext in ("png", "pdf"))
+    for path in written:
+        if path.suffix == ".png":
+            _not_blank(path)
+        else:
+            assert path.read_bytes()[:5] == b"%PDF-"
+    setting.pop("rank_histogram")
+    assert len(setting_figures(setting, "recall", tmp_path / "b")) == 4
