@@ -151,26 +151,35 @@ def html_table(table: Table) -> str:
             f"<tbody>{body}</tbody></table>{notes}")
 
 
-def html_page(title: str, sections: Sequence[tuple[str, Sequence[Table], Sequence[Path]]],
-              extra_markdown: Sequence[str] = ()) -> str:
+@dataclass
+class Section:
+    """A part of the HTML page: a heading, an optional paragraph, tables and PNG figures."""
+
+    heading: str
+    tables: Sequence[Table]
+    figures: Sequence[Path] = ()
+    intro: str = ""
+
+
+def html_page(title: str, sections: Sequence[Section]) -> str:
     """One self-contained page: per section its tables and its PNG figures (embedded as data
-    URIs); `extra_markdown` (study tables) shown as preformatted text."""
+    URIs, so the page needs no other file)."""
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
              "table{border-collapse:collapse;margin:.5em 0 1em}"
              "th,td{border-bottom:1px solid #ccc;padding:.2em .6em;text-align:right}"
              "th:first-child,td:first-child{text-align:left}.note{color:#555;font-size:90%}"
-             "img{max-width:100%;margin:.5em 0}pre{background:#f6f6f6;padding:1em;overflow:auto}")
+             "img{max-width:100%;margin:.5em 0}")
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
              f"</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>"]
-    for heading, tables, figures in sections:
-        parts.append(f"<h2>{html.escape(heading)}</h2>")
-        parts += [html_table(t) for t in tables]
-        for figure in figures:
-            data = base64.b64encode(Path(figure).read_bytes()).decode()
-            parts.append(f"<figure><img alt='{html.escape(Path(figure).stem)}' "
+    for section in sections:
+        parts.append(f"<h2>{html.escape(section.heading)}</h2>")
+        if section.intro:
+            parts.append(f"<p class='note'>{html.escape(section.intro)}</p>")
+        parts += [html_table(t) for t in section.tables]
+        for figure in (Path(f) for f in section.figures if Path(f).suffix == ".png"):
+            data = base64.b64encode(figure.read_bytes()).decode()
+            parts.append(f"<figure><img alt='{html.escape(figure.stem)}' "
                          f"src='data:image/png;base64,{data}'><figcaption>"
-                         f"{html.escape(Path(figure).stem)}</figcaption></figure>")
-    for text in extra_markdown:
-        parts.append(f"<pre>{html.escape(text)}</pre>")
+                         f"{html.escape(figure.stem)}</figcaption></figure>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -1,0 +1,203 @@
+"""`build_report`: read every run and study below some directories, compare, and write the
+report's files (the package docstring lists them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from linrec.errors import ConfigError
+from linrec.report._format import fmt_value, relative_run, short_param
+from linrec.report.compare import MARKERS, add_significance, best_configurations, best_per_metric
+from linrec.report.render import Num, Section, Table, csv_text, html_page, latex, markdown
+from linrec.report.runs import Runs, metric_columns, read_runs, varying_params
+from linrec.report.studies import SPLIT_NOTE, read_studies
+
+DEFAULT_METRICS = ("recall@20", "recall@50", "ndcg@20", "ndcg@100", "recall_trunc@20", "auc")
+DEFAULT_BASELINE = "most_popular"
+#: the selection column's name starts so (`selection: ndcg@100 (valid)`): it never shares a name
+#: with a metric column of the same split
+SELECTION_PREFIX = "selection: "
+
+
+@dataclass
+class ReportFiles:
+    """What a report wrote, and its Markdown (also printed by the command)."""
+
+    markdown: str
+    files: list[Path]
+    n_runs: int
+    n_problems: int
+
+
+def runs_table(group: Any, split: str, metrics: list[str], params: list[str],
+               dataset: str, dirs: Sequence[Path]) -> Table:
+    """Every run of one dataset: its swept settings, seed, selection value (on its split), the
+    reported split's metrics, fit seconds and its directory."""
+    selection = group["selection_metric"].dropna()
+    sel = selection.iloc[0] if len(selection) else "selection"
+    sel_split = group["selection_split"].dropna()
+    sel_split = sel_split.iloc[0] if len(sel_split) else "valid"
+    columns = ["model", *[short_param(p) for p in params], "seed",
+               f"{SELECTION_PREFIX}{sel} ({sel_split})",
+               *[f"{m} ({split})" for m in metrics], "fit s", "run"]
+    rows = []
+    for _, r in group.sort_values(["model", *params, "seed"], na_position="last").iterrows():
+        rows.append([r["model"], *[fmt_value(r.get(p)) for p in params], fmt_value(r["seed"]),
+                     Num(r["selection_value"]), *[Num(r.get(m)) for m in metrics],
+                     Num(r.get("fit_s"), digits=2), relative_run(r["run"], dirs)])
+    notes = []
+    if (group["selection_split"] == "test").any():
+        notes.append("Some runs selected on the test split (no validation split): their "
+                     "selection value is a test metric, not an honest model choice.")
+    return Table(f"{dataset}: every run, {split} metrics (selection: {sel} on {sel_split})",
+                 columns, rows, notes)
+
+
+def comparison_table(results: list, split: str, metrics: list[str], dataset: str,
+                     baseline: str, alpha: float, note: str | None) -> Table:
+    """Per model its chosen configuration, selection value and the reported split's metrics
+    (mean ± std over seeds, best in bold, significance marks)."""
+    best = best_per_metric(results, metrics)
+    sel_metric = next((r.selection_metric for r in results if r.selection_metric), "selection")
+    sel_split = next((r.selection_split for r in results if r.selection_split), "valid")
+    columns = ["model", "configuration", "seeds", f"{SELECTION_PREFIX}{sel_metric} ({sel_split})",
+               *[f"{m} ({split})" for m in metrics]]
+    rows = []
+    for r in results:
+        config = ", ".join(f"{short_param(k)}={fmt_value(v)}" for k, v in r.params.items()
+                           if fmt_value(v) != "")
+        if r.n_configurations > 1:
+            config = f"{config} (best of {r.n_configurations})" if config else \
+                f"best of {r.n_configurations}"
+        rows.append([r.model, config, len(r.runs), Num(r.selection),
+                     *[Num(r.means[m], r.stds[m], bold=best.get(m) == r.model,
+                           marks=r.marks(m, alpha)) for m in metrics]])
+    n_seeds = sorted({len(r.runs) for r in results})
+    notes = [f"Per model the configuration with the best mean {sel_metric} on {sel_split}; "
+             f"{split} metrics as mean ± std over {'/'.join(map(str, n_seeds))} seed(s); "
+             "bold: best per column."]
+    if note:
+        notes.append(note.capitalize() + ".")
+    else:
+        legend = ", ".join(f"{mark} {test.replace('_', ' ')}" for test, mark in MARKERS)
+        notes.append(f"Against {baseline}, per-user paired tests, Holm-corrected over the "
+                     f"models, p < {alpha}: {legend}.")
+    for r in results:
+        if r.note:
+            notes.append(f"{r.model}: {r.note}.")
+    if sel_split == "test":
+        notes.append("Selected on the test split (the data has no validation split; the "
+                     "published LightGCN/BARS protocol): an optimistic choice.")
+    title = f"{dataset}: best configuration per model (on {sel_split}), {split} metrics"
+    return Table(title, columns, rows, notes)
+
+
+def problems_table(runs: Runs) -> Table | None:
+    """The failed and half-written runs with the first line of their error; None without."""
+    bad = runs.not_complete
+    if bad.empty:
+        return None
+    rows = [[r["status"], r.get("label") or "", (r.get("error") or "").splitlines()[0][:200]
+             if r.get("error") else "", r["run"]] for _, r in bad.iterrows()]
+    return Table(f"{len(rows)} run(s) without results (listed, not dropped)",
+                 ["status", "job", "error", "run"], rows)
+
+
+def _chosen_metrics(complete: Any, metrics: Sequence[str] | None, split: str) -> list[str]:
+    present = metric_columns(complete)
+    unknown = [m for m in (metrics or []) if m not in present]
+    if unknown:
+        raise ConfigError(f"--metrics {unknown} are not in the runs' {split} metrics; present: "
+                          f"{', '.join(present) or 'none'}")
+    chosen = [m for m in (metrics or DEFAULT_METRICS) if m in present]
+    return chosen or present[:6]
+
+
+def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Path | None = None,
+                 metrics: Sequence[str] | None = None, baseline: str = DEFAULT_BASELINE,
+                 alpha: float = 0.05, figures: bool = True) -> ReportFiles:
+    """Read, compare and write (the package docstring). `metrics`: the metric columns of the
+    tables (default DEFAULT_METRICS, those that were computed); the tidy CSV keeps every
+    column."""
+    from linrec.atomic import write_text_atomic
+    from linrec.report.figures import report_figures
+
+    if split not in ("test", "valid"):
+        raise ConfigError(f"--split={split!r} is not allowed; allowed: test, valid")
+    if not 0 < alpha < 1:
+        raise ConfigError(f"--alpha={alpha} is out of range; allowed: a number > 0 and < 1")
+    runs = read_runs(dirs, split)
+    first = Path(dirs[0])
+    out = Path(out) if out else (first.parent if first.is_file() else first)
+    figures_dir = out / "figures"
+    complete = runs.complete
+    chosen = _chosen_metrics(complete, metrics, split)
+    md_parts = [f"# linrec report: {split} split\n",
+                f"{len(complete)} complete run(s), {len(runs.not_complete)} without results, "
+                f"below {', '.join(map(str, runs.dirs))}.\n"]
+    comparisons: list[Table] = []
+    significance_rows = ["dataset,model,baseline,metric,test,p_holm"]
+    sections: list[Section] = []
+    files: list[Path] = []
+    groups = list(complete.groupby("data_key", sort=True)) if not complete.empty else []
+    if len(groups) > 1:
+        md_parts.append(f"The runs are on {len(groups)} different datasets or split protocols: "
+                        "one set of tables each (never compared across).\n")
+    for _, group in groups:
+        dataset = str(group["dataset"].iloc[0])
+        if sum(str(g["dataset"].iloc[0]) == dataset for _, g in groups) > 1:
+            dataset = f"{dataset} [{group['data_key'].iloc[0].split(':')[1]}]"
+        evaluated = group[group["split"].notna()]
+        if evaluated.empty:
+            md_parts.append(f"**{dataset}**: no run evaluated the {split} split.\n")
+            continue
+        params = varying_params(evaluated, by_model=True)
+        # the metrics these runs computed (another dataset's runs may have computed others)
+        shown = [m for m in chosen if evaluated[m].notna().any()] or chosen
+        every_run = runs_table(evaluated, split, shown, params, dataset, runs.dirs)
+        results = best_configurations(evaluated, shown)
+        note = add_significance(results, baseline, split, shown) if len(results) > 1 else \
+            "one model only: nothing to compare"
+        comparison = comparison_table(results, split, shown, dataset, baseline, alpha, note)
+        significance_rows += [f"{dataset},{r.model},{baseline},{metric},{test},{p!r}"
+                              for r in results for metric, tests in r.pvalues.items()
+                              for test, p in tests.items()]
+        figs = report_figures(evaluated, results, split, shown, figures_dir, dataset) \
+            if figures else []
+        comparisons.append(comparison)
+        md_parts += [markdown(comparison), markdown(every_run)]
+        md_parts += [f"![{p.stem}](figures/{p.name})\n" for p in figs if p.suffix == ".png"]
+        sections.append(Section(dataset, [comparison, every_run], figs))
+        files += figs
+    problems = problems_table(runs)
+    if problems is not None:
+        md_parts.append(markdown(problems))
+        sections.append(Section("Runs without results", [problems]))
+    studies = read_studies(runs.dirs, figures_dir if figures else None)
+    for study in studies:
+        md_parts.append(study.markdown)
+        sections.append(Section(f"Study {study.name} ({study.directory})", study.tables,
+                                study.figures, intro=SPLIT_NOTE))
+        files += study.figures
+    md = "\n".join(md_parts)
+    outputs = {
+        out / f"report_{split}.md": md,
+        out / f"report_{split}.csv": runs.frame.to_csv(index=False),
+        out / f"report_{split}.html": html_page(f"linrec report: {split} split", sections),
+        out / f"comparison_{split}.md": "\n".join(markdown(t) for t in comparisons),
+        out / f"comparison_{split}.csv": "\n".join(csv_text(t) for t in comparisons),
+        out / f"comparison_{split}.tex": "\n".join(latex(t) for t in comparisons),
+        out / f"significance_{split}.csv": "\n".join(significance_rows) + "\n",
+    }
+    if studies:
+        outputs[out / f"ablations_{split}.tex"] = "\n".join(
+            f"% study {s.name} ({s.directory}): {SPLIT_NOTE}\n" +
+            "\n".join(latex(t) for t in s.tables) for s in studies)
+    for path, text in outputs.items():
+        files.append(write_text_atomic(path, text))
+    return ReportFiles(markdown=md, files=files, n_runs=len(complete),
+                       n_problems=len(runs.not_complete))
+

@@ -1,0 +1,37 @@
+"""The `linrec-report` command line (linrec.cli.report_main turns a LinrecError into one line)."""
+
+from __future__ import annotations
+
+from linrec.report.build import DEFAULT_BASELINE, DEFAULT_METRICS, build_report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`linrec-report DIR... [--split test|valid] [--out DIR] [--metrics m@K,...]
+    [--baseline MODEL] [--alpha 0.05] [--no-figures]`."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="linrec-report",
+        description="Every run (results.json) and study (study.json) below DIRs: per dataset, "
+                    "the best configuration per model on validation with significance tests "
+                    "against a baseline, every run, figures, and the runs without results.")
+    parser.add_argument("dirs", nargs="+", help="run, sweep or study directories")
+    parser.add_argument("--split", default="test", help="split whose metrics are shown "
+                        "(test or valid); each split writes its own files")
+    parser.add_argument("--out", default=None, help="output directory (default: the first DIR)")
+    parser.add_argument("--metrics", default=None,
+                        help=f"comma-separated metric@K columns (default: those of "
+                             f"{','.join(DEFAULT_METRICS)} that were computed)")
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE,
+                        help=f"model the others are tested against (default {DEFAULT_BASELINE};"
+                             " with a loss: mf/ccl)")
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level")
+    parser.add_argument("--no-figures", action="store_true", help="tables only")
+    args = parser.parse_args(argv)
+    metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
+    report = build_report(args.dirs, split=args.split, out=args.out, metrics=metrics,
+                          baseline=args.baseline, alpha=args.alpha, figures=not args.no_figures)
+    print(report.markdown, end="")
+    print(f"wrote {len(report.files)} files to {report.files[-1].parent} ({report.n_runs} runs"
+          + (f", {report.n_problems} without results" if report.n_problems else "") + ")")
+    return 0

@@ -1,0 +1,133 @@
+"""The figures of a report (PNG and PDF, in <out>/figures/), per dataset and reported split:
+
+- `<dataset>_<metric>_vs_k_<split>`: the metric family of the selection against every K the runs
+  report, one line per model (its chosen configuration, mean over seeds);
+- `<dataset>_<model>_grid_<split>`: a model swept over two numeric settings, its validation
+  selection value (mean over seeds) as a heat map;
+- `<dataset>_<model>_training_<split>`: a trained model's loss and validation metric per epoch
+  (its chosen configuration, first seed);
+- of each model's chosen configuration (first seed) and every sampled setting of the split:
+  `<dataset>_<model>_sampled_<metric>_<setting>_<split>` (the exact metric against K with every
+  estimator's curve and the naive sampled one), `…_estimator_error_<metric>_<setting>_<split>`
+  (their relative error against K) and `…_sampled_ranks_<setting>_<split>` (the histogram of
+  the sampled ranks).
+
+Every name carries the split, so `--split valid` writes its own figures. The studies' own
+figures (heat maps, spectral profiles) are copied by linrec.report.studies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from linrec.report._format import short_param, slug
+from linrec.report.runs import metric_columns, varying_params
+
+#: the estimator curves are drawn for this metric when the selection's family has none
+PREFERRED_CURVE_METRIC = "ndcg"
+
+
+def report_figures(group: Any, results: Sequence[Any], split: str, metrics: Sequence[str],
+                   figures_dir: Path, dataset: str) -> list[Path]:
+    """Every figure of one dataset (module docstring). group: the complete runs of the dataset
+    that evaluated `split` (tidy rows); results: its ModelResults (linrec.report.compare).
+    Returns the written paths."""
+    from linrec.plots import save_figure_formats
+
+    stem = slug(dataset)
+    family = _family(results, metrics)
+    written: list[Path] = []
+    columns = [c for c in metric_columns(group)
+               if family and c.startswith(f"{family}@") and group[c].notna().any()]
+    if columns:
+        fig = _metric_vs_k(group, results, family, columns, split, dataset)
+        written += save_figure_formats(fig, figures_dir / f"{stem}_{family}_vs_k_{split}")
+    for model, rows in group.groupby("model"):
+        fig = _grid(rows, str(model))
+        if fig is not None:
+            written += save_figure_formats(
+                fig, figures_dir / f"{stem}_{slug(str(model))}_grid_{split}")
+    for result in results:
+        record = json.loads((Path(result.runs[0]) / "results.json").read_text())
+        written += _run_figures(record, split, family, figures_dir,
+                                f"{stem}_{slug(result.model)}", f"{result.model} ({dataset})")
+    return written
+
+
+def _family(results: Sequence[Any], metrics: Sequence[str]) -> str | None:
+    """The metric family of the selection (`ndcg` of ndcg@100), else of the first metric."""
+    for r in results:
+        if r.selection_metric:
+            return str(r.selection_metric).split("@")[0]
+    return metrics[0].split("@")[0] if metrics else None
+
+
+def _metric_vs_k(group: Any, results: Sequence[Any], family: str, columns: Sequence[str],
+                 split: str, dataset: str) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    ks = sorted(int(c.split("@")[1]) for c in columns)
+    fig = Figure(figsize=(6.4, 4.0))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for r in results:
+        rows = group[group["run"].isin(r.runs)]
+        ax.plot(ks, [float(rows[f"{family}@{k}"].astype(float).mean()) for k in ks],
+                marker=".", label=r.model)  # the mean over seeds (pandas skips NaN)
+    ax.set_xscale("log")
+    ax.set_xlabel("K")
+    ax.set_ylabel(f"{family}@K ({split})")
+    ax.set_title(f"{dataset}: {family}@K of each model's chosen configuration")
+    ax.legend(frameon=False, fontsize="small")
+    ax.grid(alpha=0.3, which="both")
+    return fig
+
+
+def _grid(rows: Any, model: str) -> Any | None:
+    """The heat map of a model swept over exactly two numeric settings, else None."""
+    from linrec.plots import plot_heatmap
+
+    params = [p for p in varying_params(rows)
+              if rows[p].dropna().map(lambda v: isinstance(v, (int, float))).all()]
+    if len(params) != 2:
+        return None
+    grid = rows.groupby(params)["selection_value"].mean()
+    first = sorted(rows[params[0]].dropna().unique())
+    second = sorted(rows[params[1]].dropna().unique())
+    values = np.full((len(first), len(second)), np.nan)
+    for (a, b), v in grid.items():
+        values[first.index(a), second.index(b)] = v
+    sel = rows["selection_metric"].dropna()
+    sel_split = rows["selection_split"].dropna()
+    what = f"{sel.iloc[0]} on {sel_split.iloc[0]}" if len(sel) and len(sel_split) else \
+        "selection metric"
+    return plot_heatmap(values, first, second, short_param(params[0]), short_param(params[1]),
+                        title=f"{model}: {what} (mean over seeds)")
+
+
+def _run_figures(record: Mapping[str, Any], split: str, family: str | None, figures_dir: Path,
+                 stem: str, title: str) -> list[Path]:
+    """The training curve and the figures of every sampled setting of one run's record."""
+    from linrec.plots import curve_metric, plot_training_curve, save_figure_formats, setting_figures
+
+    written: list[Path] = []
+    epochs = (record.get("training") or {}).get("epochs")
+    if epochs:
+        written += save_figure_formats(plot_training_curve(epochs, title=title),
+                                       figures_dir / f"{stem}_training_{split}")
+    sampled = ((record.get("splits") or {}).get(split) or {}).get("sampled") or {}
+    for label, setting in sampled.items():
+        metric = curve_metric(setting, (family, PREFERRED_CURVE_METRIC))
+        if metric is None:
+            continue
+        repeats = (setting.get("protocol") or {}).get("repeats")
+        written += setting_figures(setting, metric, figures_dir, prefix=f"{stem}_",
+                                   suffix=f"_{slug(label)}_{split}",
+                                   title=f"{title}: {label}, {repeats} repeats, {split}")
+    return written

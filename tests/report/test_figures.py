@@ -1,0 +1,142 @@
+"""linrec.report.figures and the figures runs and studies write, opened from the files: every
+kind the report draws (metric vs K, grid heat map, training curve, each model's sampled metric
+and estimator curves, their relative error, the sampled-rank histogram) and copies (a study's
+heat maps and spectral profile), and every kind a run writes, as PNG (size, drawn pixels) and
+PDF (header, trailer, size); the HTML page embeds every PNG."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+from matplotlib.image import imread
+
+
+def assert_drawn_png(path: Path) -> None:
+    """A PNG of a real figure: a few hundred pixels each way, not one colour, with ink."""
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
+    pixels = imread(path)
+    assert pixels.shape[0] >= 200 and pixels.shape[1] >= 300, (path, pixels.shape)
+    gray = pixels[..., :3].mean(axis=2)
+    assert gray.std() > 0.04, path  # not blank
+    assert (gray < 0.5).mean() > 0.003, path  # dark ink: axes, labels, lines
+    assert (gray > 0.9).mean() > 0.2, path  # a white background around it
+
+
+def assert_pdf(path: Path) -> None:
+    data = path.read_bytes()
+    assert data[:5] == b"%PDF-" and b"%%EOF" in data[-1024:] and len(data) > 3000, path
+
+
+def _kinds(names: set[str], patterns: dict[str, str]) -> dict[str, list[str]]:
+    return {kind: sorted(n for n in names if re.fullmatch(pattern, n))
+            for kind, pattern in patterns.items()}
+
+
+def _check_pairs(paths: list[Path]) -> None:
+    """Every PNG drawn and its PDF beside it (and the other way round)."""
+    pngs = [p for p in paths if p.suffix == ".png"]
+    pdfs = [p for p in paths if p.suffix == ".pdf"]
+    assert {p.stem for p in pngs} == {p.stem for p in pdfs}
+    for path in pngs:
+        assert_drawn_png(path)
+    for path in pdfs:
+        assert_pdf(path)
+
+
+def test_the_comparison_report_draws_every_kind(comparison):
+    # (test_build's --split valid report may have added its own, ending in _valid)
+    figures = sorted(p for p in (comparison / "report" / "figures").iterdir()
+                     if p.stem.endswith("_test"))
+    names = {p.stem for p in figures}
+    kinds = _kinds(names, {
+        "metric vs K": r"synthetic_ndcg_vs_k_test",
+        "grid": r"synthetic_lrr_grid_test",
+        "sampled curves": r"synthetic_(ease|lrr|most_popular)_sampled_ndcg_(n_20|adaptive)_test",
+        "estimator error": r"synthetic_(ease|lrr|most_popular)_estimator_error_ndcg_"
+                           r"(n_20|adaptive)_test",
+        "rank histogram": r"synthetic_(ease|lrr|most_popular)_sampled_ranks_(n_20|adaptive)_test",
+    })
+    assert len(kinds["metric vs K"]) == len(kinds["grid"]) == 1
+    for kind in ("sampled curves", "estimator error", "rank histogram"):
+        assert len(kinds[kind]) == 3 * 2, kind  # each model's chosen run, both settings
+    assert set().union(*kinds.values()) == names
+    _check_pairs(figures)
+    page = (comparison / "report" / "report_test.html").read_text()
+    assert page.count("data:image/png;base64,") == len(names)
+
+
+def test_the_runs_draw_every_kind(comparison):
+    run = next((comparison / "multirun").rglob("model=ease,seed=0"))
+    written = sorted(p for p in run.iterdir() if p.suffix in (".png", ".pdf"))
+    assert {p.stem for p in written} == {"sampled_ndcg_test", "estimator_error_ndcg_test",
+                                         "sampled_ranks_test"}
+    _check_pairs(written)
+
+
+def test_the_studies_report_draws_and_copies_every_kind(studies):
+    """Training curves of the loss study's MF runs, the sampled-estimator figures of the
+    sampling study's models, the linear-model study's heat map and spectral profile (copied:
+    the report stands alone), and what the study runs wrote themselves."""
+    figures = sorted((studies / "report" / "figures").iterdir())
+    names = {p.stem for p in figures}
+    kinds = _kinds(names, {
+        "training": r"synthetic_\w+_mf_(ccl|debiased_ccl)_training_test",
+        "sampled curves": r"synthetic_\w+_(ease|most_popular)_sampled_ndcg_(n_20|adaptive)_test",
+        "estimator error": r"synthetic_\w+_(ease|most_popular)_estimator_error_ndcg_"
+                           r"(n_20|adaptive)_test",
+        "rank histogram": r"synthetic_\w+_(ease|most_popular)_sampled_ranks_(n_20|adaptive)_test",
+        "metric vs K": r"synthetic_\w+_(ndcg|recall)_vs_k_test",
+        "spectral profile": r"study_linear_models_linear_models_seed_[01]_spectral_profile",
+        "study grid": r"study_linear_models_linear_models_seed_[01]_grid_lrr",
+    })
+    assert len(kinds["training"]) == 2 and len(kinds["metric vs K"]) == 3
+    assert len(kinds["spectral profile"]) == len(kinds["study grid"]) == 2
+    for kind in ("sampled curves", "estimator error", "rank histogram"):
+        assert len(kinds[kind]) == 2 * 2, kind
+    assert set().union(*kinds.values()) == names
+    _check_pairs(figures)
+    for copy in kinds["spectral profile"]:
+        seed = copy.split("_seed_")[1][0]
+        original = studies / "studies" / "linear_models" / f"seed={seed}" / "figures"
+        assert (studies / "report" / "figures" / f"{copy}.png").read_bytes() == \
+            (original / "spectral_profile.png").read_bytes()
+    page = (studies / "report" / "report_test.html").read_text()
+    assert page.count("data:image/png;base64,") == len(names)
+    # the study runs' own figures
+    root = studies / "studies"
+    mf = sorted(p for p in (root / "loss_study" / "seed=0" / "runs" / "small" / "ccl").iterdir()
+                if p.suffix in (".png", ".pdf"))
+    assert {p.stem for p in mf} == {"training_curve"}
+    sampled = sorted(p for p in (root / "sampling_study" / "seed=0" / "runs" / "ease").iterdir()
+                     if p.suffix in (".png", ".pdf"))
+    assert {p.stem for p in sampled} == {"sampled_ndcg_test", "estimator_error_ndcg_test",
+                                         "sampled_ranks_test"}
+    study = sorted((root / "linear_models" / "seed=0" / "figures").iterdir())
+    assert {p.stem for p in study} == {"spectral_profile", "grid_lrr"}
+    _check_pairs(mf + sampled + study)
+
+
+def test_a_grid_heat_map_shows_the_mean_selection_value(comparison):
+    """The report's LRR heat map: the validation selection value of each (rank, λ), mean over
+    the two seeds, recomputed from results.json."""
+    import json
+
+    import pandas as pd
+
+    from linrec.report.figures import _grid
+
+    rows = []
+    for path in (comparison / "multirun").rglob("results.json"):
+        rec = json.loads(path.read_text())
+        if rec["model"] == "lrr":
+            rows.append({"param.rank": rec["config"]["model"]["rank"],
+                         "param.lam": rec["config"]["model"]["lam"],
+                         "selection_value": rec["selection"]["value"],
+                         "selection_metric": "ndcg@100", "selection_split": "valid"})
+    fig = _grid(pd.DataFrame(rows), "lrr")
+    image = fig.axes[0].images[0].get_array()
+    expected = pd.DataFrame(rows).groupby(["param.rank", "param.lam"])["selection_value"].mean()
+    np.testing.assert_allclose(np.asarray(image), expected.to_numpy().reshape(2, 2), rtol=1e-12)
+    assert "ndcg@100 on valid" in fig.axes[0].get_title()
