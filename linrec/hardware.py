@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
+from typing import TypeVar
 
 from linrec.errors import ConfigError, MemoryBudgetError
+
+T = TypeVar("T")
 
 #: caps the threads of linrec's models and evaluator (set for each of several parallel jobs)
 THREADS_ENV = "LINREC_THREADS"
@@ -90,3 +94,17 @@ def torch_threads(n_threads: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+def on_row_chunks(work: Callable[[int, int], T], n_rows: int, threads: int,
+                  rows_per_task: int = 16) -> list[T]:
+    """[work(start, stop) for consecutive chunks of rows 0..n_rows], the chunks run on up to
+    `threads` threads (for compiled kernels that release the GIL). Chunks are small and taken
+    in turn, so rows of uneven cost spread over the threads; one thread runs one chunk."""
+    threads = min(int(threads), max(1, n_rows // rows_per_task))
+    if threads <= 1:
+        return [work(0, n_rows)]
+    step = max(1, min(rows_per_task, -(-n_rows // (4 * threads))))
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(lambda start: work(start, min(n_rows, start + step)),
+                             range(0, n_rows, step)))

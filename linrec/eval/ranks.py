@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -28,7 +27,7 @@ import scipy.sparse as sp
 from linrec.atomic import atomic_open
 from linrec.data.splits import EvalSet
 from linrec.errors import ConfigError, DataError
-from linrec.hardware import batch_size_for, thread_limit
+from linrec.hardware import batch_size_for, on_row_chunks, thread_limit
 from linrec.item_order import (  # noqa: F401  (re-exported: the keys the ranks use)
     BatchKeys,
     beats,
@@ -40,8 +39,6 @@ from linrec.item_order import (  # noqa: F401  (re-exported: the keys the ranks 
 #: rows with at most this many held-out items are ranked by one vectorised pass per target
 #: (`linrec.eval._rank_kernel`), the others by the sorted path (faster beyond ~100 targets)
 _LINEAR_MAX_TARGETS = 128
-#: rows per task of the rank kernel's threads (and the fewest rows worth a second thread)
-_ROWS_PER_TASK = 16
 
 
 class Scorer(Protocol):
@@ -161,16 +158,9 @@ def batch_global_ranks(scores: np.ndarray, foldin: sp.csr_matrix, targets: sp.cs
     arrays = (scores, foldin.indptr.astype(np.int64), foldin.indices.astype(np.int64),
               targets.indptr.astype(np.int64), t_items, user_key_bases(keys), beaten_by,
               _LINEAR_MAX_TARGETS)
-    threads = min(thread_limit(), max(1, n_rows // _ROWS_PER_TASK))
-    if threads == 1:
-        bad = rank_rows(*arrays, 0, n_rows)
-    else:  # small tasks, taken in turn: rows differ in cost
-        step = max(1, min(_ROWS_PER_TASK, -(-n_rows // (4 * threads))))
-        with ThreadPoolExecutor(threads) as pool:
-            found = list(pool.map(lambda start: rank_rows(*arrays, start,
-                                                          min(n_rows, start + step)),
-                                  range(0, n_rows, step)))
-        bad = next((b for b in found if b >= 0), -1)
+    found = on_row_chunks(lambda start, stop: rank_rows(*arrays, start, stop), n_rows,
+                          thread_limit())
+    bad = next((b for b in found if b >= 0), -1)
     if bad >= 0:
         raise DataError(f"model scores of batch row {bad} contain NaN or inf; scores must be "
                         "finite (the evaluator masks fold-in items itself)")

@@ -16,6 +16,7 @@ import scipy.sparse as sp
 
 from linrec.errors import NumericalError
 from linrec.hardware import blas_threads
+from linrec.models._sparse_dense import sparse_dense_product
 from linrec.models.base import Recommender, Validation
 from linrec.models.configs import (
     DebiasedEASEConfig,
@@ -40,8 +41,9 @@ _FIT_MATRICES = 1.25
 
 class ItemItemRecommender(Recommender):
     """Base of the dense item-item models: fit builds G and hands it to `_weights_from_gram`,
-    score(foldin) = foldin @ W (rows x n_items, the model's dtype). `users` is ignored.
-    `num_threads` caps the Gram and BLAS threads during fit (0: all cores)."""
+    score(foldin) = foldin @ W (rows x n_items, the model's dtype; bitwise scipy's product, by
+    a threaded kernel). `users` is ignored. `num_threads` caps the threads of fit and score
+    (0: all cores)."""
 
     W: np.ndarray
 
@@ -66,7 +68,7 @@ class ItemItemRecommender(Recommender):
             self.W = self._weights_from_gram(gram(X, self.dtype, n_threads=threads))
 
     def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
-        return np.asarray(sp.csr_matrix(foldin, dtype=self.W.dtype) @ self.W)
+        return sparse_dense_product(foldin, self.W, thread_count(self.num_threads))
 
     def weights(self) -> np.ndarray:
         self.check_fitted()
