@@ -7,8 +7,11 @@ Rows, each the best of --repeats:
   score      the model's scores in the same batches (foldin @ W), nothing else;
   recommend  model.recommend(foldin, k): score, mask the fold-in, exact top-k in the evaluator's
              tie order (torch.topk on the batch, key order inside the list);
-  reference  score, mask, np.argpartition(-scores, k) then argsort of the k (numpy, one thread),
-             checked to give the same lists (continuous scores: no ties).
+  reference  what a user writes with scipy and numpy: scores = foldin @ W (scipy), mask,
+             np.argpartition(-scores, k) then argsort of the k, checked to give the same lists
+             (continuous scores: no ties).
+The peers' figures (LensKit 2026.4, Cornac 3.0.1, measured on this machine type and quoted in
+issue 11) are printed for context; they are not re-measured here.
 Target (issue 11): top-20 for 10 000 users at 20 000 items in <= 3 s on 2 cores.
 
 Run: python experiments/benchmarks/bench_recommend.py [--quick]
@@ -22,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_eval import make_evalset  # noqa: E402
@@ -69,7 +73,7 @@ def main() -> None:
         out = []
         for rows in batches:
             part = foldin[rows]
-            scores = model.score(part)
+            scores = np.asarray(sp.csr_matrix(part, dtype=model.W.dtype) @ model.W)
             scores[np.repeat(np.arange(part.shape[0]), np.diff(part.indptr)),
                    part.indices] = -np.inf
             top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
@@ -89,7 +93,9 @@ def main() -> None:
           f"{100 * (t_rec - t_score) / t_score:.0f} % of scoring)")
     print(f"  reference numpy     {t_ref:7.2f} s   recommend is {t_ref / t_rec:.2f}x faster; "
           f"same lists: {same}")
-    print("  target (issue 11): <= 3 s at 10 000 users x 20 000 items on 2 cores")
+    print("  target (issue 11): <= 3 s at 10 000 users x 20 000 items on 2 cores; the hand-written "
+          "reference took 6.9 s there; linrec's earlier top-20 lists were 35-103x faster than "
+          "LensKit's pipeline and 2.4x faster than Cornac's (issue 11)")
     if not same:
         raise SystemExit("recommend and the reference disagree")
 
