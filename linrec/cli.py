@@ -101,8 +101,9 @@ def composition_error(exc: BaseException, overrides: list[str],
 
 
 def precheck(argv: Sequence[str]) -> str | None:
-    """Compose the config of the command line's jobs as Hydra will; the first composition error
-    as a linrec message (None when every job composes)."""
+    """Compose the config of the command line's jobs as Hydra will and build each one's typed
+    RunConfig (every range and choice checked); the first error as a linrec message (None when
+    every job composes and checks), before Hydra makes any directory."""
     from hydra import compose, initialize_config_dir
     from hydra._internal.utils import get_args_parser
 
@@ -122,9 +123,32 @@ def precheck(argv: Sequence[str]) -> str | None:
 
         for overrides in jobs:
             try:
-                compose_job(overrides)
+                cfg = compose_job(overrides)
             except Exception as exc:  # noqa: BLE001 - every composition error is reported
                 return composition_error(exc, overrides, compose_job)
+            problem = _run_config_error(cfg)
+            if problem:
+                return problem
+    return None
+
+
+def _run_config_error(cfg: object) -> str | None:
+    """The message of the ConfigError that building the job's RunConfig raises (a value out of
+    range, an unknown choice), else None; `resume` is the job's, not the run's."""
+    from omegaconf import OmegaConf
+
+    from linrec.config import run_config
+    from linrec.errors import ConfigError
+    from linrec.params import check_bool
+
+    try:
+        plain = OmegaConf.to_container(cfg, resolve=True)
+        check_bool(plain.pop("resume", True), "resume")
+        run_config(plain)
+    except ConfigError as exc:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - an interpolation that needs the job: the job reports it
+        return None
     return None
 
 
@@ -148,9 +172,11 @@ def _skip_complete(plain: dict, run_dir: Path) -> tuple[bool, float | None]:
 
 
 def _task(cfg) -> float | None:
-    """One Hydra job: run the experiment. A LinrecError becomes a one-line message and exit 2
-    (in a sweep: a FAILED marker, the message, and the next job; `main` exits 2 at the end); a
-    SIGTERM or SIGINT marks the job FAILED and stops. In a sweep a complete job is skipped."""
+    """One Hydra job: run the experiment. A LinrecError becomes a FAILED marker and a one-line
+    message, any other error a FAILED marker with its traceback (also in the job's log); a
+    single run then exits (2, or Hydra's traceback and 1), a sweep goes on with its next job and
+    `main` lists the failures and exits 2 at the end. A SIGTERM or SIGINT marks the job FAILED
+    and stops. In a sweep a complete job is skipped."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
     from omegaconf import OmegaConf
@@ -190,8 +216,16 @@ def _task(cfg) -> float | None:
         print(f"linrec: {run_dir}: interrupted by {name}, marked FAILED", file=sys.stderr)
         sys.exit(128 + signum)
     except Exception as exc:  # an internal error: keep its traceback, still mark the run
-        mark_failed(run_dir, f"{type(exc).__name__}: {exc}")
-        raise
+        import traceback
+
+        trace = traceback.format_exc()
+        mark_failed(run_dir, f"{type(exc).__name__}: {exc}\n\n{trace}")
+        log.error("%s: internal error, marked FAILED:\n%s", run_dir, trace)
+        if not sweeping:
+            raise
+        print(f"linrec: error: {run_dir}: {type(exc).__name__}: {exc} (traceback in "
+              f"{run_dir / 'FAILED'})", file=sys.stderr)
+        return None
 
 
 def main() -> None:
@@ -199,7 +233,7 @@ def main() -> None:
     import hydra
 
     from linrec.config import register_configs
-    from linrec.sweeps import failed_jobs_of_last_sweep, sweep_overrides
+    from linrec.sweeps import sweep_overrides
 
     register_configs()
     problem = precheck(sys.argv[1:])
@@ -210,13 +244,29 @@ def main() -> None:
     sys.argv = [OPTUNA_SWEEPER if a == "hydra/sweeper=optuna" else a for a in sys.argv]
     if {"-m", "--multirun"} & set(sys.argv[1:]):
         sys.argv += sweep_overrides([a for a in sys.argv[1:] if not a.startswith("-")])
-    hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_task)()
-    failed = failed_jobs_of_last_sweep()
-    if failed:
-        listing = "\n  ".join(str(p) for p in failed)
-        print(f"linrec: error: {len(failed)} sweep job(s) failed (each has a FAILED marker with "
-              f"its error):\n  {listing}", file=sys.stderr)
-        sys.exit(2)
+    try:
+        hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_task)()
+    except SystemExit as stop:  # a signal, or Hydra stopped on an error: list the sweep first
+        _exit_listing_failures(stop.code)
+        raise
+    _exit_listing_failures(0)
+
+
+def _exit_listing_failures(code: int | str | None) -> None:
+    """After a sweep: list the jobs that failed or left no results and exit 2 (a signal's exit
+    code 128 + n is kept); nothing when every job completed (`code`: how Hydra ended)."""
+    from linrec.sweeps import unfinished_jobs_of_last_sweep
+
+    unfinished = unfinished_jobs_of_last_sweep()
+    if not unfinished:
+        return
+    listing = "\n  ".join(f"{path}: {why}" for path, why in unfinished)
+    stopped = "" if code in (0, None) else \
+        ("\nThe sweep stopped before its end: jobs not listed did not run; the same command "
+         "runs them (complete jobs are skipped).")
+    print(f"linrec: error: {len(unfinished)} sweep job(s) failed:\n  {listing}{stopped}",
+          file=sys.stderr)
+    sys.exit(code if isinstance(code, int) and code > 128 else 2)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,8 +11,11 @@
   mixes two runs. `+resume=false` re-runs every job.
 - Signals: SIGTERM (how SLURM ends a job at its time limit) and SIGINT mark the job FAILED and
   stop; a SIGKILL leaves no results.json, so the job is re-run next time.
-- Failures: after the sweep, every job that left a FAILED marker during it is listed and the
-  command exits 2, whichever launcher ran the jobs.
+- Failures: any error in a job marks it FAILED (a linrec error with its message, any other with
+  its traceback) and the sweep goes on; after the sweep, every job that failed during it, and
+  every job it started that left no results (a worker killed outright: out of memory, SIGKILL),
+  is listed and the command exits 2 (a signal: 128 + its number), whichever launcher ran the
+  jobs.
 - Threads: parallel jobs (joblib) share the cores: each job's BLAS, torch and linrec thread
   counts are cores // n_jobs.
 """
@@ -42,9 +45,11 @@ SWEEP_ROOT = "multirun"
 RUN_OUTPUTS = (RESULTS_FILE, STUDY_FILE, FAILED_FILE, "ranks.npz", "ranks_valid.npz",
                "model.pkl")
 STUDY_OUTPUTS = ("runs", "tables", "figures")
-#: the figures a run writes (linrec.plots.run_figures)
-RUN_FIGURES = ("sampled_*.png", "sampled_*.pdf", "estimator_error_*.png",
-               "estimator_error_*.pdf", "training_curve.png", "training_curve.pdf")
+#: patterns of the other files a run writes: its figures (linrec.plots.run_figures) and the
+#: top-K lists of linrec-recommend (linrec/recommend.py)
+RUN_PATTERNS = ("sampled_*.png", "sampled_*.pdf", "estimator_error_*.png",
+                "estimator_error_*.pdf", "training_curve.png", "training_curve.pdf",
+                "recommendations_*.tsv")
 _MAX_NAME = 96
 _UNSAFE = re.compile(r"[^A-Za-z0-9=,.+_@-]+")
 
@@ -142,15 +147,15 @@ def _plain_json(value: Any) -> Any:
 
 
 def clear_outputs(run_dir: Path) -> None:
-    """Remove what an earlier attempt of a job left in its directory (RUN_OUTPUTS, its figures
+    """Remove what an earlier attempt of a job left in its directory (RUN_OUTPUTS, RUN_PATTERNS
     and a study's STUDY_OUTPUTS; Hydra's own .hydra/ and the log stay)."""
     import shutil
 
     for name in RUN_OUTPUTS:
         (run_dir / name).unlink(missing_ok=True)
-    for pattern in RUN_FIGURES:
-        for figure in run_dir.glob(pattern):
-            figure.unlink()
+    for pattern in RUN_PATTERNS:
+        for path in run_dir.glob(pattern):
+            path.unlink()
     for name in STUDY_OUTPUTS:
         if (run_dir / name).is_dir():
             shutil.rmtree(run_dir / name)
@@ -165,7 +170,7 @@ def recorded_selection(record: Mapping[str, Any]) -> float | None:
 
 class SweepCallback(Callback):
     """A Hydra callback (conf/config.yaml `hydra.callbacks`) that notes, in the process that
-    runs the sweep, where the sweep lives and when it started: `failed_jobs_of_last_sweep`
+    runs the sweep, where the sweep lives and when it started: `unfinished_jobs_of_last_sweep`
     reads them after Hydra returns, whichever launcher ran the jobs."""
 
     last: dict[str, Any] = {}
@@ -176,20 +181,59 @@ class SweepCallback(Callback):
         SweepCallback.last = {"dir": Path(str(config.hydra.sweep.dir)), "started": time.time()}
 
 
-def failed_jobs_of_last_sweep() -> list[Path]:
-    """The job directories that failed in the sweep this process ran last (empty after a single
-    run)."""
+def unfinished_jobs_of_last_sweep() -> list[tuple[Path, str]]:
+    """`unfinished_jobs` of the sweep this process ran last (empty after a single run)."""
     last = SweepCallback.last
-    return failed_jobs(last["dir"], last["started"]) if last else []
+    return unfinished_jobs(last["dir"], last["started"]) if last else []
 
 
-def failed_jobs(sweep_dir: Path, since: float) -> list[Path]:
-    """Job directories below sweep_dir whose FAILED marker was written at or after `since`
-    (a time.time() value): the failures of the sweep that started then."""
+#: a started job without results and without a FAILED marker: its process died outright
+NO_RESULTS = ("no results: its process was killed (out of memory, SIGKILL) or the sweep stopped "
+              "before it ended")
+
+
+def _jobs(sweep_dir: Path) -> Iterator[tuple[Path, float, bool]]:
+    """(job directory, when it started, whether it left an outcome: results.json, study.json or
+    FAILED) of every job below sweep_dir, i.e. every directory Hydra wrote .hydra/ into."""
+    for overrides in sorted(sweep_dir.rglob(".hydra/overrides.yaml")):
+        job = overrides.parent.parent
+        outcome = any((job / name).exists() for name in (RESULTS_FILE, STUDY_FILE, FAILED_FILE))
+        yield job, overrides.stat().st_mtime, outcome
+
+
+def unfinished_jobs(sweep_dir: Path, since: float) -> list[tuple[Path, str]]:
+    """(job directory, why) of every job of the sweep that started at `since` (a time.time()
+    value) that failed or left no results, sorted: a FAILED marker written since then (why: its
+    first line), or a job started since then without any outcome (why: NO_RESULTS)."""
     if not sweep_dir.is_dir():
         return []
-    marks = [p for p in sweep_dir.rglob(FAILED_FILE) if p.stat().st_mtime >= since - 1.0]
-    return sorted(p.parent for p in marks)
+    since -= 1.0  # file times may be coarser than time.time()
+    out: dict[Path, str] = {}
+    for marker in sweep_dir.rglob(FAILED_FILE):
+        if marker.stat().st_mtime >= since:
+            lines = marker.read_text(errors="replace").strip().splitlines()
+            out[marker.parent] = lines[0] if lines else "failed"
+    for job, started, outcome in _jobs(sweep_dir):
+        if started >= since and not outcome:
+            out[job] = NO_RESULTS
+    return sorted(out.items())
+
+
+def mark_abandoned(sweep_dir: Path, reason: str) -> list[Path]:
+    """Write a FAILED marker (`reason`) into every job directory below sweep_dir that an earlier
+    command started and left without any outcome (its process was killed), for a sweeper that
+    never runs such a job again (Optuna proposes new points). The marker keeps the job's start
+    time, so it counts as that earlier sweep's failure, not this one's. Returns the marked
+    directories."""
+    from linrec.atomic import write_text_atomic
+
+    marked = []
+    for job, started, outcome in _jobs(sweep_dir):
+        if not outcome:
+            write_text_atomic(job / FAILED_FILE, reason.rstrip() + "\n")
+            os.utime(job / FAILED_FILE, (started, started))
+            marked.append(job)
+    return marked
 
 
 # ---------------------------------------------------------------------------------------------

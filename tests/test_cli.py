@@ -90,17 +90,44 @@ def test_sweep_and_report(tmp_path):
 
 
 def test_a_failing_sweep_job_does_not_stop_the_sweep(tmp_path):
-    """A LinrecError in job 0 used to sys.exit the whole sweep: job 1 never ran."""
-    proc = run_linrec(tmp_path, *SMALL, "eval.sampled.enabled=false", "model.lam=-1,10",
-                      multirun=True)
+    """A LinrecError in job 0 used to sys.exit the whole sweep: job 1 never ran. (An error the
+    data reveals: the rank exceeds the catalogue, known only once the data is loaded.)"""
+    proc = run_linrec(tmp_path, *SMALL, "eval.sampled.enabled=false", "model=lrr",
+                      "model.rank=1000,10", multirun=True)
     assert proc.returncode == 2
-    assert "lam" in proc.stderr and "1 sweep job(s) failed" in proc.stderr
+    assert "lrr.rank=1000 exceeds n_items=150" in proc.stderr
+    assert "1 sweep job(s) failed" in proc.stderr
     assert "Traceback" not in proc.stderr
     failed = sorted((tmp_path / "sweep").rglob("FAILED"))
     results = sorted((tmp_path / "sweep").rglob("results.json"))
-    assert [p.parent.name for p in failed] == ["model.lam=-1"]
-    assert [p.parent.name for p in results] == ["model.lam=10"]
-    assert "model.lam=-1" in proc.stderr  # the failed jobs are listed
+    assert [p.parent.name for p in failed] == ["model.rank=1000"]
+    assert [p.parent.name for p in results] == ["model.rank=10"]
+    assert "model.rank=1000: ConfigError: lrr.rank=1000" in proc.stderr  # listed
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    (["model=ials", "model.backend=cuda"],
+     "ials.backend='cuda' is not allowed; allowed: ['torch', 'numpy', 'numba']"),
+    (["model.lam=-1"], "ease.lam=-1.0 is out of range; allowed: a number >= 0"),
+    (["experiment=sampling_study", "study.models=abc"],
+     "study.models='abc' is not a mapping"),
+    (["+resume=maybe"], "resume='maybe' is not a flag"),
+    (["-m", "model.lam=10,-1"], "ease.lam=-1.0 is out of range"),
+    (["-m", "model=ials", "model.backend=numpy,cuda"], "ials.backend='cuda' is not allowed"),
+], ids=["choice", "range", "study", "resume", "sweep-range", "sweep-choice"])
+def test_range_and_choice_errors_fail_before_any_directory_is_made(tmp_path, overrides,
+                                                                   expected):
+    """The typed config of every job is built before Hydra runs: a value out of range or an
+    unknown choice is one line, exit 2, and no run or sweep directory (it used to leave a
+    directory with a FAILED marker and linrec.log)."""
+    env = dict(os.environ, LINREC_DATA=str(tmp_path / "cache"), HYDRA_FULL_ERROR="0")
+    proc = subprocess.run([sys.executable, "-c", "from linrec.cli import main; main()",
+                           *overrides, *SMALL], cwd=tmp_path, capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("linrec: error:") and len(proc.stderr.splitlines()) == 1
+    assert expected in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no outputs/, multirun/, cache
 
 
 @pytest.mark.parametrize(

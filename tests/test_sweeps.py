@@ -71,13 +71,40 @@ def test_a_complete_result_of_the_same_config_is_reused(tmp_path):
     (tmp_path / "results.json").write_text("{not json")
     assert sweeps.complete_result(tmp_path, config) is None
     for name in ("ranks.npz", "model.pkl", "FAILED", "sampled_ndcg_test.png",
-                 "training_curve.pdf"):
+                 "training_curve.pdf", "recommendations_test.tsv", "recommendations_valid.tsv"):
         (tmp_path / name).write_text("x")
     (tmp_path / "mine.png").write_text("a user's file")
     (tmp_path / "runs").mkdir()
     (tmp_path / ".hydra").mkdir()
     sweeps.clear_outputs(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".hydra", "mine.png"]
+
+
+def test_unfinished_jobs_are_the_failed_and_the_killed_of_this_sweep(tmp_path):
+    """Listed: a FAILED marker written since the sweep started (its first line), a job started
+    since then without results (killed outright); not listed: complete jobs, a study's job
+    (study.json), and what an earlier sweep in the same directory left."""
+    def job(name, *files, old=False):
+        path = tmp_path / name
+        (path / ".hydra").mkdir(parents=True)
+        (path / ".hydra" / "overrides.yaml").write_text("- x=1\n")
+        for file, text in files:
+            (path / file).write_text(text)
+        if old:
+            for f in [path / ".hydra" / "overrides.yaml", *(path / f for f, _ in files)]:
+                os.utime(f, (time.time() - 3600, time.time() - 3600))
+        return path
+
+    job("complete", ("results.json", "{}"))
+    job("study", ("study.json", "{}"))
+    failed = job("failed", ("FAILED", "ConfigError: bad\ntraceback\n"))
+    killed = job("killed")
+    job("earlier_failed", ("FAILED", "old"), old=True)
+    job("earlier_killed", old=True)
+    since = time.time() - 60
+    assert sweeps.unfinished_jobs(tmp_path, since) == [
+        (failed, "ConfigError: bad"), (killed, sweeps.NO_RESULTS)]
+    assert sweeps.unfinished_jobs(tmp_path / "missing", since) == []
 
 
 def test_signals_raise_interrupted_within_and_are_restored_after():
@@ -136,13 +163,15 @@ def test_a_stale_result_of_another_config_is_replaced(tmp_path):
 def test_a_killed_sweep_loses_only_the_running_job(tmp_path):
     """SIGKILL while job 2 of 3 trains: job 1 stays complete and is skipped on the re-run, job 2
     (no results.json) runs again, continuing from its last MF checkpoint, and job 3 runs."""
-    args = ["-m", "model=mf", "model.epochs=1,400,2", "model.sampling.n_negatives=10",
-            "model.batch_size=1024", *SMALL]
+    # stop_patience: job 2 cannot stop early (the dissertation's schedule stops at a plateau
+    # once lr reaches min_lr, which a fast machine reached before the kill landed)
+    args = ["-m", "model=mf", "model.epochs=1,50,2", "model.stop_patience=1000000",
+            "model.sampling.n_negatives=10", "model.batch_size=1024", *SMALL]
     proc = linrec(tmp_path, *args, wait=False)
     deadline = time.time() + 240
     while time.time() < deadline:
         found = jobs(tmp_path) if (tmp_path / "multirun").exists() else {}
-        running = found.get("model.epochs=400")
+        running = found.get("model.epochs=50")
         if running is not None and (running / "linrec.log").exists() and \
                 "mf epoch 3:" in (running / "linrec.log").read_text():
             break
@@ -151,7 +180,7 @@ def test_a_killed_sweep_loses_only_the_running_job(tmp_path):
     proc.wait(timeout=30)
     found = jobs(tmp_path)
     assert (found["model.epochs=1"] / "results.json").exists()
-    assert not (found["model.epochs=400"] / "results.json").exists()
+    assert not (found["model.epochs=50"] / "results.json").exists()
     assert "model.epochs=2" not in found
     stamp = (found["model.epochs=1"] / "results.json").stat().st_mtime_ns
     again = linrec(tmp_path, *args)
@@ -159,24 +188,117 @@ def test_a_killed_sweep_loses_only_the_running_job(tmp_path):
     found = jobs(tmp_path)
     assert all((p / "results.json").exists() for p in found.values()) and len(found) == 3
     assert (found["model.epochs=1"] / "results.json").stat().st_mtime_ns == stamp
-    training = json.loads((found["model.epochs=400"] / "results.json").read_text())["training"]
-    # killed once epoch 3 was logged (a busy machine may have finished a few more first)
-    assert 2 <= training["resumed_from"] < len(training["epochs"])
-    assert [e["epoch"] for e in training["epochs"]] == list(range(1, len(training["epochs"]) + 1))
+    training = json.loads((found["model.epochs=50"] / "results.json").read_text())["training"]
+    # killed once epoch 3 was logged (a busy machine may have finished a few more first), far
+    # from its 50 epochs; resumed from its checkpoint and trained to the end
+    assert [e["epoch"] for e in training["epochs"]] == list(range(1, 51))
+    assert 2 <= training["resumed_from"] < 45
 
 
-def test_sigterm_marks_a_run_failed(tmp_path):
-    proc = linrec(tmp_path, "hydra.run.dir=run", "model=mf", "model.epochs=100000",
-                  *SMALL, wait=False)
-    log = tmp_path / "run" / "linrec.log"
-    deadline = time.time() + 120
-    while time.time() < deadline and not (log.exists() and "mf epoch 1:" in log.read_text()):
+def _wait_for_epoch(log: Path, epoch: int = 1, timeout: float = 180) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline and not (log.exists() and
+                                          f"mf epoch {epoch}:" in log.read_text()):
         time.sleep(0.2)
+    assert log.exists() and f"mf epoch {epoch}:" in log.read_text(), "the job never trained"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_marks_a_run_failed(tmp_path, signum):
+    proc = linrec(tmp_path, "hydra.run.dir=run", "model=mf", "model.epochs=100000",
+                  "model.stop_patience=1000000", *SMALL, wait=False)
+    _wait_for_epoch(tmp_path / "run" / "linrec.log")
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    name = signal.Signals(signum).name
+    assert proc.returncode == 128 + signum
+    assert f"interrupted by {name}" in (tmp_path / "run" / "FAILED").read_text()
+    assert not (tmp_path / "run" / "results.json").exists() and "marked FAILED" in err
+
+
+def test_sigterm_to_a_job_of_a_sweep_marks_it_failed_and_lists_it(tmp_path):
+    """SIGTERM while job 2 of 3 trains (how SLURM ends a job at its time limit): job 2 FAILED,
+    the command exits 128 + 15 listing it, job 1 complete, job 3 not started."""
+    proc = linrec(tmp_path, "-m", "model=mf", "model.epochs=1,100000,2",
+                  "model.stop_patience=1000000", *SMALL, wait=False)
+    deadline = time.time() + 180
+    while time.time() < deadline and "model.epochs=100000" not in (
+            jobs(tmp_path) if (tmp_path / "multirun").exists() else {}):
+        time.sleep(0.2)
+    _wait_for_epoch(jobs(tmp_path)["model.epochs=100000"] / "linrec.log")
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signal.SIGTERM
-    assert "interrupted by SIGTERM" in (tmp_path / "run" / "FAILED").read_text()
-    assert not (tmp_path / "run" / "results.json").exists() and "marked FAILED" in err
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    found = jobs(tmp_path)
+    assert "interrupted by SIGTERM" in (found["model.epochs=100000"] / "FAILED").read_text()
+    assert (found["model.epochs=1"] / "results.json").exists() and "model.epochs=2" not in found
+    assert "1 sweep job(s) failed" in err
+    assert "model.epochs=100000: interrupted by SIGTERM" in err
+    assert "The sweep stopped before its end" in err
+
+
+def test_an_internal_error_in_a_job_fails_that_job_not_the_sweep(tmp_path):
+    """Any exception (here a RuntimeError injected into EASE's fit for λ = 13) marks its job
+    FAILED with the traceback, in the FAILED file and the job's log; the next job runs; the
+    command lists it and exits 2 (it used to abort the sweep with Hydra's traceback, exit 1)."""
+    inject = ("from linrec.models import ease\n"
+              "real = ease.EASE._fit\n"
+              "def _fit(self, train, validation=None):\n"
+              "    if self.lam == 13.0:\n"
+              "        raise RuntimeError('injected')\n"
+              "    return real(self, train, validation)\n"
+              "ease.EASE._fit = _fit\n"
+              "from linrec.cli import main; main()\n")
+    env = dict(os.environ, LINREC_DATA=str(tmp_path / "cache"), HYDRA_FULL_ERROR="0")
+    proc = subprocess.run([sys.executable, "-c", inject, "-m", "model.lam=13,10", *SMALL],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    found = jobs(tmp_path)
+    marker = (found["model.lam=13"] / "FAILED").read_text()
+    assert marker.startswith("RuntimeError: injected\n") and "Traceback" in marker
+    assert 'File "<string>", line 5, in _fit' in marker  # where it was raised
+    assert "Traceback" in (found["model.lam=13"] / "linrec.log").read_text()
+    assert (found["model.lam=10"] / "results.json").exists()
+    assert "1 sweep job(s) failed" in proc.stderr
+    assert "model.lam=13: RuntimeError: injected" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_worker_killed_outright_is_listed(tmp_path):
+    """SIGKILL to the joblib workers (as the kernel's OOM killer would) while a job trains: no
+    FAILED marker can be written, but the command lists the job without results and exits 2."""
+    proc = linrec(tmp_path, "-m", "model=mf", "model.epochs=100000,100001",
+                  "model.stop_patience=1000000", "hydra/launcher=joblib",
+                  "hydra.launcher.n_jobs=2", *SMALL, wait=False)
+    deadline = time.time() + 180
+    while time.time() < deadline and len(
+            jobs(tmp_path) if (tmp_path / "multirun").exists() else {}) < 2:
+        time.sleep(0.2)
+    for job in jobs(tmp_path).values():
+        _wait_for_epoch(job / "linrec.log")
+    workers = [pid for pid in _children(proc.pid)
+               if b"loky" in Path(f"/proc/{pid}/cmdline").read_bytes()
+               and b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert workers
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, err
+    assert "2 sweep job(s) failed" in err and err.count(sweeps.NO_RESULTS) == 2
+    assert not list((tmp_path / "multirun").rglob("results.json"))
+
+
+def _children(pid: int) -> list[int]:
+    """The process ids whose parent is pid (from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
 
 
 @pytest.mark.parametrize("launcher", [
@@ -184,12 +306,13 @@ def test_sigterm_marks_a_run_failed(tmp_path):
     ["hydra/launcher=submitit_local"],
 ], ids=["joblib", "submitit_local"])
 def test_every_launcher_exits_2_and_lists_failed_jobs(tmp_path, launcher):
-    proc = linrec(tmp_path, "-m", "data.source.n_users=300,-5", *SMALL[1:], *launcher)
+    # a rank above the catalogue's 100 items fails while the job runs
+    proc = linrec(tmp_path, "-m", "model=lrr", "model.rank=10,1000", *SMALL, *launcher)
     assert proc.returncode == 2, proc.stderr
-    assert "1 sweep job(s) failed" in proc.stderr and "data.source.n_users=-5" in proc.stderr
+    assert "1 sweep job(s) failed" in proc.stderr and "model.rank=1000: " in proc.stderr
     found = jobs(tmp_path)
-    assert (found["data.source.n_users=-5"] / "FAILED").exists()
-    record = json.loads((found["data.source.n_users=300"] / "results.json").read_text())
+    assert (found["model.rank=1000"] / "FAILED").exists()
+    record = json.loads((found["model.rank=10"] / "results.json").read_text())
     if "joblib" in launcher[0]:  # two jobs share the cores
         from linrec.hardware import cpu_cores
 
@@ -220,9 +343,87 @@ def test_optuna_maximizes_is_seeded_and_continues_its_study(tmp_path):
 
 def test_optuna_where_every_trial_fails_is_one_message(tmp_path):
     proc = linrec(tmp_path, "-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2",
-                  "model.lam=interval(1, 10)", "data.source.n_users=-5", *SMALL[1:])
+                  "model=lrr", "model.rank=1000", "model.lam=interval(1, 10)", *SMALL)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "2 sweep job(s) failed" in proc.stderr
+
+
+def test_trials_a_kill_left_running_are_failed_and_not_counted(tmp_path):
+    """optuna 2.x: a RUNNING trial of a stored study, when a command starts, was cut off by a
+    kill: it is marked failed with the linrec attribute and does not count as finished (a new
+    trial replaces it); finished and failed trials still count."""
+    import optuna
+
+    from hydra_plugins.linrec_sweeper.optuna import (
+        INTERRUPTED,
+        fail_interrupted_trials,
+        finished_trials,
+    )
+
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    assert fail_interrupted_trials(storage, "s") == 0 and finished_trials(storage, "s") == 0
+    study = optuna.create_study(study_name="s", storage=storage, direction="maximize")
+    done, failed, _ = study.ask(), study.ask(), study.ask()  # the third: left RUNNING
+    study.tell(done, 0.5)
+    study.tell(failed, state=optuna.trial.TrialState.FAIL)
+    assert finished_trials(storage, "s") == 2
+    assert fail_interrupted_trials(storage, "s") == 1
+    trials = optuna.load_study(study_name="s", storage=storage).trials
+    assert [t.state.name for t in trials] == ["COMPLETE", "FAIL", "FAIL"]
+    assert [t.user_attrs.get(INTERRUPTED) for t in trials] == [None, None, True]
+    assert finished_trials(storage, "s") == 2
+    assert fail_interrupted_trials(storage, "s") == 0
+
+
+def test_mark_abandoned_marks_only_half_written_jobs_and_keeps_their_time(tmp_path):
+    for name, files in (("done", ["results.json"]), ("failed", ["FAILED"]), ("half", [])):
+        (tmp_path / name / ".hydra").mkdir(parents=True)
+        (tmp_path / name / ".hydra" / "overrides.yaml").write_text("- a=1\n")
+        for f in files:
+            (tmp_path / name / f).write_text("x")
+    started = time.time() - 600
+    os.utime(tmp_path / "half" / ".hydra" / "overrides.yaml", (started, started))
+    assert sweeps.mark_abandoned(tmp_path, "interrupted") == [tmp_path / "half"]
+    assert (tmp_path / "half" / "FAILED").read_text() == "interrupted\n"
+    assert (tmp_path / "half" / "FAILED").stat().st_mtime == pytest.approx(started)
+    assert (tmp_path / "failed" / "FAILED").read_text() == "x"
+    assert sweeps.unfinished_jobs(tmp_path, time.time() - 60) == [
+        (tmp_path / "failed", "x")]  # the earlier command's failure is not this sweep's
+
+
+@pytest.mark.slow
+def test_optuna_fails_a_trial_cut_off_by_a_kill_and_the_report_lists_it(tmp_path):
+    """A SIGKILL during an Optuna trial leaves it RUNNING and its directory half written; the
+    next command on the study marks it failed, runs a new trial in its place and exits 0 (the
+    failure was the earlier command's); linrec-report lists the directory as failed."""
+    import optuna
+
+    from linrec.report import build_report
+
+    sweep = tmp_path / "search"
+    common = ["-m", "hydra/sweeper=optuna", f"hydra.sweep.dir={sweep}", *SMALL]
+    first = linrec(tmp_path, *common, "hydra.sweeper.n_trials=2", "model=mf",
+                   "model.epochs=100000", "model.stop_patience=1000000",
+                   "model.lr=interval(0.0001, 0.001)", wait=False)
+    deadline = time.time() + 180
+    while time.time() < deadline and not any(
+            "mf epoch 1:" in p.read_text() for p in sweep.rglob("linrec.log")):
+        time.sleep(0.2)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=30)
+    storage = f"sqlite:///{sweep / 'optuna.db'}"
+    assert [t.state.name for t in optuna.load_study(study_name="linrec", storage=storage)
+            .trials] == ["RUNNING"]
+    (killed,) = [p.parent for p in sweep.rglob("linrec.log")]
+    again = linrec(tmp_path, *common, "hydra.sweeper.n_trials=1", "model.lam=interval(1, 10)")
+    assert again.returncode == 0, again.stderr
+    assert "cut off by a kill" in again.stdout + again.stderr
+    trials = optuna.load_study(study_name="linrec", storage=storage).trials
+    assert [t.state.name for t in trials] == ["FAIL", "COMPLETE"]
+    assert "interrupted" in (killed / "FAILED").read_text()
+    report = build_report([sweep], out=tmp_path / "report", figures=False)
+    assert report.n_runs == 1 and report.n_problems == 1
+    assert "interrupted: the command running this Optuna trial was killed" in report.markdown
 
 
 def test_a_run_into_the_directory_of_an_older_one_does_not_mix_them(tmp_path):
