@@ -46,13 +46,19 @@ def cell_text(text: str) -> str:
 
 
 def study_table(md_path: Path) -> Table:
-    """The Table of a study's <stem>.md (its `### ` title) and <stem>.csv (its cells)."""
-    first = md_path.read_text().splitlines()[:1]
-    title = first[0].removeprefix("### ").strip() if first and first[0].startswith("### ") \
+    """The Table of a study's <stem>.md (its `### ` title) and <stem>.csv (its cells; without
+    a CSV, the cells of the Markdown table)."""
+    lines = md_path.read_text().splitlines()
+    title = lines[0].removeprefix("### ").strip() if lines and lines[0].startswith("### ") \
         else md_path.stem
-    rows = list(csv.reader(io.StringIO(md_path.with_suffix(".csv").read_text())))
-    columns = rows[0] if rows else []
-    return Table(title, columns, [[cell_text(c) for c in row] for row in rows[1:]])
+    csv_path = md_path.with_suffix(".csv")
+    if csv_path.is_file():
+        rows = list(csv.reader(io.StringIO(csv_path.read_text())))
+        rows[1:] = [[cell_text(c) for c in row] for row in rows[1:]]  # the header as written
+    else:
+        rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+                for line in lines if line.startswith("|") and not line.startswith("|---")]
+    return Table(title, rows[0] if rows else [], rows[1:])
 
 
 def read_studies(dirs: Sequence[Path], figures_dir: Path | None) -> list[StudyTables]:

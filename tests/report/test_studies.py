@@ -43,3 +43,6 @@ def test_a_study_with_its_tables_note_and_copied_figures(tmp_path):
     assert f"![study_loss_study_runs_seed_0_grid](figures/{names[1]})" in study.markdown
     (bare,) = read_studies([tmp_path / "runs" / "seed=0"], None)
     assert bare.figures == [] and "figures/" not in bare.markdown
+    # a table written without its CSV: the Markdown's cells
+    (tmp_path / "runs" / "seed=0" / "tables" / "t.csv").unlink()
+    assert study_table(tmp_path / "runs" / "seed=0" / "tables" / "t.md").rows == [["x", "0.5000"]]
