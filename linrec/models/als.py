@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from threadpoolctl import threadpool_limits
 
 from linrec.errors import ConfigError, DataError
+from linrec.hardware import blas_threads, torch_threads
 from linrec.models.base import Recommender, Validation, binary_pattern
 from linrec.models.configs import TAU_MAX, DebiasedIALSConfig, IALSConfig, WMFConfig
 from linrec.models.linalg import thread_count
@@ -85,7 +85,7 @@ class _NumpyOps:
     @contextmanager
     def single_threaded_kernels(self) -> Iterator[None]:
         # one BLAS thread per worker: the blocks run in parallel instead (as implicit does)
-        with threadpool_limits(limits=1, user_api="blas"):
+        with blas_threads(1):
             yield
 
 
@@ -126,37 +126,28 @@ class _TorchOps:
 
     @contextmanager
     def single_threaded_kernels(self) -> Iterator[None]:
-        previous = self.torch.get_num_threads()
-        self.torch.set_num_threads(1)
-        try:
-            with threadpool_limits(limits=1, user_api="blas"):
-                yield
-        finally:
-            self.torch.set_num_threads(previous)
+        with torch_threads(1), blas_threads(1):
+            yield
 
 
 class _NumbaOps(_NumpyOps):
     """numpy arrays; rows are solved by the compiled kernels of `_als_kernels` on a CSR side
-    (`_CsrSide`) instead of padded blocks, on `threads` numba threads."""
+    (`_CsrSide`) instead of padded blocks, in `chunks_per_thread` x `threads` chunks of rows
+    handed to the worker threads as they come free (the kernels release the GIL)."""
 
     name = "numba"
+    #: chunks per worker thread: enough for a thread slowed by other processes to be caught
+    #: up by the others, few enough that dispatch stays negligible (~20 us per chunk)
+    chunks_per_thread = 8
 
     def __init__(self, dtype: str, threads: int = 0) -> None:
         super().__init__(dtype)
         self.threads = thread_count(threads)
 
-    @contextmanager
-    def single_threaded_kernels(self) -> Iterator[None]:
-        # BLAS on one thread: an idle OpenBLAS pool spins and takes the cores from numba's
-        import numba
-
-        previous = numba.get_num_threads()
-        numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
-        try:
-            with threadpool_limits(limits=1, user_api="blas"):
-                yield
-        finally:
-            numba.set_num_threads(previous)
+    def chunks(self, rows: np.ndarray) -> list[np.ndarray]:
+        """`rows` cut into consecutive chunks (one chunk when single-threaded)."""
+        n_chunks = 1 if self.threads == 1 else self.threads * self.chunks_per_thread
+        return np.array_split(rows, min(n_chunks, max(len(rows), 1)))
 
 
 class _NotPositiveDefinite(Exception):
@@ -203,13 +194,15 @@ class _Block:
 class _CsrSide:
     """All rows of one side for the numba kernels: the CSR pattern (indptr, indices), the q / l
     weights of each interaction (nnz,), and the non-empty rows in a fixed shuffled order (rows
-    of similar cost spread over the threads; the solution does not depend on the order)."""
+    of similar cost spread over the chunks; the solution does not depend on the order), cut
+    into the chunks the threads take."""
 
     indptr: np.ndarray
     indices: np.ndarray
     quad_weights: np.ndarray
     lin_weights: np.ndarray
     rows: np.ndarray
+    chunks: list[np.ndarray]
 
 
 def _plan_spans(sorted_lengths: np.ndarray, bytes_per_row: Callable[[np.ndarray], np.ndarray],
@@ -238,7 +231,7 @@ def _build_blocks(pattern: sp.csr_matrix, quad_nnz: np.ndarray, lin_nnz: np.ndar
         rows = np.random.default_rng(0).permutation(np.flatnonzero(lengths > 0))
         return [_CsrSide(np.ascontiguousarray(pattern.indptr),
                          np.ascontiguousarray(pattern.indices), ops.array(quad_nnz),
-                         ops.array(lin_nnz), rows.astype(np.int64))]
+                         ops.array(lin_nnz), rows, ops.chunks(rows))]
     order = np.argsort(lengths, kind="stable")
     order = order[lengths[order] > 0]  # empty rows have the exact solution 0
     sorted_lengths = lengths[order]
@@ -295,8 +288,8 @@ class IALS(_FactorModel):
     Parameters: factors k; reg λ >= 0; alpha0 α₀ >= 0 (unobserved weight); nu ν >= 0;
     epochs; solver "cholesky" | "cg"; cg_steps; backend "numba" | "numpy" | "torch" (same
     numbers to rounding); block_size (numpy / torch: max rows per block; blocks are also capped
-    at 2 MiB for CG, 32 MiB for Cholesky); seed; init_std (factors start as
-    N(0, init_std²/k)); dtype "float32" | "float64"; num_threads; record_loss.
+    at 2 MiB for CG, 32 MiB for Cholesky); seed; init_std (item factors start as
+    N(0, init_std²/k), user factors at 0); dtype "float32" | "float64"; num_threads; record_loss.
     After fit: user_factors_ (n_users x k), item_factors_ (n_items x k), loss_history_ (the
     objective after each epoch; empty when record_loss is False), epoch_seconds_ (wall time of
     each epoch's two sweeps). Users with an empty training row get the zero vector.
@@ -330,14 +323,15 @@ class IALS(_FactorModel):
         ops = _make_ops(self.backend, self.dtype, self.num_threads)
         user_blocks, item_blocks, user_reg, item_reg = self._training_blocks(pattern, ops)
 
-        rng = np.random.default_rng(self.seed)
+        # only the item factors are drawn: the first user step is exact (Cholesky) or
+        # warm-starts CG from 0, so random user factors would only cost time (50 ms at
+        # 50 000 x 64, more than the setup of the rest of the fit)
         std = self.init_std / math.sqrt(self.factors)
-        initial_users = rng.normal(0.0, std, (n_users, self.factors))
-        initial_items = rng.normal(0.0, std, (n_items, self.factors))
+        initial_items = np.random.default_rng(self.seed).normal(0.0, std, (n_items, self.factors))
         # rows without interactions have the exact solution 0 and are never visited
-        initial_users[np.diff(pattern.indptr) == 0] = 0.0
         initial_items[np.bincount(pattern.indices, minlength=n_items) == 0] = 0.0
-        user_factors, item_factors = ops.array(initial_users), ops.array(initial_items)
+        user_factors = ops.array(np.zeros((n_users, self.factors), dtype=self.dtype))
+        item_factors = ops.array(initial_items)
         user_reg, item_reg = ops.array(user_reg), ops.array(item_reg)
 
         history, seconds = [], []
@@ -394,10 +388,11 @@ class IALS(_FactorModel):
     def _sweep(self, ops: _NumpyOps | _TorchOps, pool: ThreadPoolExecutor, blocks: list[_Block],
                fixed: Any, reg_diag: Any, out: Any, solver: str) -> None:
         """Solve every row of `blocks` given the other side's factors `fixed`; writes `out`."""
-        shift = self.alpha0 * (fixed.T @ fixed)  # α₀ YᵀY: the Gramian trick, once per sweep
         if ops.name == "numba":
-            self._sweep_compiled(blocks[0], fixed, shift, reg_diag, out, solver)
+            shift = self.alpha0 * _gram(pool, fixed)
+            self._sweep_compiled(pool, blocks[0], fixed, shift, reg_diag, out, solver)
             return
+        shift = self.alpha0 * (fixed.T @ fixed)  # α₀ YᵀY: the Gramian trick, once per sweep
         diagonal = ops.arange(self.factors)
 
         def solve(block: _Block) -> None:
@@ -418,19 +413,21 @@ class IALS(_FactorModel):
 
         list(pool.map(solve, blocks))
 
-    def _sweep_compiled(self, side: _CsrSide, fixed: np.ndarray, shift: np.ndarray,
-                        reg_diag: np.ndarray, out: np.ndarray, solver: str) -> None:
-        """`_sweep` of the numba back-end: every row of `side` by a compiled kernel."""
+    def _sweep_compiled(self, pool: ThreadPoolExecutor, side: _CsrSide, fixed: np.ndarray,
+                        shift: np.ndarray, reg_diag: np.ndarray, out: np.ndarray,
+                        solver: str) -> None:
+        """`_sweep` of the numba back-end: the chunks of `side` by a compiled kernel."""
         from linrec.models import _als_kernels as kernels
 
         args = (side.indptr, side.indices, side.quad_weights, side.lin_weights, fixed,
-                np.ascontiguousarray(shift, dtype=fixed.dtype), reg_diag, side.rows, out)
+                np.ascontiguousarray(shift, dtype=fixed.dtype), reg_diag)
         if solver == "cg":
-            kernels.cg_rows(*args, self.cg_steps)
+            _map_chunks(pool, side.chunks,
+                        lambda rows: kernels.cg_rows(*args, rows, out, self.cg_steps))
             return
-        failed = np.zeros(len(side.rows), dtype=np.int8)
-        kernels.cholesky_rows(*args, failed)
-        if failed.any():
+        failures = _map_chunks(pool, side.chunks,
+                               lambda rows: kernels.cholesky_rows(*args, rows, out))
+        if any(failures):
             raise self._not_positive_definite()
 
     def _not_positive_definite(self) -> ConfigError:
@@ -455,9 +452,10 @@ class IALS(_FactorModel):
             from linrec.models._als_kernels import observed_loss
 
             side = user_blocks[0]
-            total = math.fsum(observed_loss(side.indptr, side.indices, side.quad_weights,
-                                            side.lin_weights, user_factors, item_factors,
-                                            side.rows))
+            parts = _map_chunks(pool, side.chunks, lambda rows: observed_loss(
+                side.indptr, side.indices, side.quad_weights, side.lin_weights, user_factors,
+                item_factors, rows))
+            total = math.fsum(np.concatenate(parts))  # in the fixed order of the rows
         else:
             total = math.fsum(pool.map(observed, user_blocks))
         total += self.alpha0 * float(((user_factors.T @ user_factors)
@@ -514,6 +512,26 @@ class IALS(_FactorModel):
         return ops.numpy(out)
 
 
+
+
+#: row blocks of the Gram matrix YᵀY: a fixed number, so the sum does not depend on the threads
+_GRAM_PARTS = 4
+
+
+def _gram(pool: ThreadPoolExecutor, matrix: np.ndarray) -> np.ndarray:
+    """matrixᵀ matrix (k x k) as the sum of _GRAM_PARTS row-block products (`syrk`, one BLAS
+    thread each), taken by the pool's threads: the Gram matrix of a sweep on every core."""
+    blocks = np.array_split(matrix, _GRAM_PARTS)
+    return sum(pool.map(lambda block: block.T @ block, blocks))
+
+
+def _map_chunks(pool: ThreadPoolExecutor, chunks: list[np.ndarray],
+                solve: Callable[[np.ndarray], Any]) -> list[Any]:
+    """solve(chunk) for every chunk, in the pool's threads (each takes the next chunk when it
+    finishes one), or in this thread when there is a single chunk. Results in chunk order."""
+    if len(chunks) == 1:
+        return [solve(chunks[0])]
+    return list(pool.map(solve, chunks))
 
 
 def _conjugate_gradient(ops: _NumpyOps | _TorchOps, gathered: Any, quad_weights: Any,
@@ -609,7 +627,7 @@ class WMF(_FactorModel):
 
         pattern = binary_pattern(train, "wmf.fit").astype(np.float32)
         history: list[float] = []
-        with threadpool_limits(limits=1, user_api="blas"), warnings.catch_warnings():
+        with blas_threads(1), warnings.catch_warnings():
             # implicit warns about BLAS threads once per process; BLAS is limited here
             warnings.filterwarnings("ignore", message=".*threadpool.*", category=RuntimeWarning)
             model = AlternatingLeastSquares(
@@ -630,7 +648,7 @@ class WMF(_FactorModel):
         self.check_fitted()
         pattern = binary_pattern(foldin, "wmf.solve_users",
                                  self.item_factors_.shape[0]).astype(np.float32)
-        with threadpool_limits(limits=1, user_api="blas"):
+        with blas_threads(1):
             return np.asarray(self.model_.recalculate_user(np.arange(pattern.shape[0]),
                                                            pattern))
 
