@@ -1,18 +1,33 @@
 """Shared dense linear algebra for the item-item models (spec/linear_models.md §2): memory guard,
 Gram matrix G = XᵀX, in-place SPD inverse (Cholesky), and the zero-diagonal (EASE-type) weights.
 
-Solver paths of `spd_inverse` (spec §2.4), chosen by `n` against `large_n`:
+`spd_inverse` computes A⁻¹ = L⁻ᵀ L⁻¹ (A = L Lᵀ) in place in about n³ flops (Cholesky n³/3,
+triangular inverse n³/3, LᵀL n³/3), then copies the lower triangle onto the upper. Two paths
+(`solver_path`):
 
-* default (n < large_n): LAPACK `?potrf` + `?potri` from scipy, in place on the array, with the
-  multithreaded OpenBLAS that scipy ships.
-* large (n >= large_n, default 20 000): our own blocked Cholesky, triangular inverse and LᵀL product
-  (LAPACK's right-looking POTRF / TRTRI / LAUUM algorithms) written with numpy GEMMs on blocks.
-  Why: multithreaded OpenBLAS `potrf` (scipy's and numpy's, `np.linalg.cholesky` included)
-  segfaults on this machine type from about n = 30 000 (fine at 23 500). Single-threaded LAPACK
-  works but runs at half speed (2 cores); `torch.linalg.cholesky` is out of place (one more n²
-  array) and took 220 s for the factor alone at n = 40 981. The blocked path does all n³ flops in
-  multithreaded GEMMs, in place, with O(n·block) scratch, and calls LAPACK only on the
-  block x block diagonal blocks.
+* "lapack": one `?potrf` + `?potri` call on the whole matrix (OpenBLAS, multithreaded).
+* "recursive": linrec.models._spd_kernels: the same three steps split recursively into BLAS-3
+  calls on blocks of the matrix, in place (scipy's BLAS through function pointers, with a
+  leading dimension: no copies, no temporaries), all but O(n²·block) of the flops in `?gemm`.
+
+Why two. OpenBLAS's threaded `?syrk` (which its threaded `?potrf` and `?lauum`, i.e. `?potri`,
+call on the trailing matrix) packs (output rows per thread) x GEMM_Q values into a fixed 32 MiB
+buffer without slicing, and writes past it once a matrix row has more than about
+32 MiB / (0.71 · 384) ≈ 124 KB with 2 threads. Measured on this machine type (OpenBLAS 0.3.30,
+SkylakeX, 2 threads, each call in a child process): segfaults for float64 `dpotrf` at n = 18 000
+and `dsyrk` at 20 000 (fine at 14 000), and float32 `ssyrk` at 41 000 (fine at 30 000; `spotrf`
+crashed from about 30 000). Past the buffer, memory is silently corrupted before anything
+segfaults. So the "lapack" path is allowed only while a row has at most LAPACK_SAFE_ROW_BYTES
+(32 KiB: n ≤ 4 096 in float64, 8 192 in float32, a quarter of the smallest overflow), whatever
+`large_n` asks; the recursive path calls `?syrk`, `?potrf`, `?trtri` and `?lauum` only on
+blocks of at most `block` (≤ a few thousand) rows, and puts everything else in `?gemm`, `?trsm`
+and `?trmm`, whose threaded drivers walk the output in slices of bounded width.
+
+Which one below that limit is a matter of speed, measured (experiments/benchmarks/bench_ease.py
+--calibrate, time of each path interleaved with a GEMM of the same size): LARGE_N_THRESHOLD is
+where the recursive path becomes faster, and DEFAULT_BLOCK the fastest leaf size. A fixed rule
+rather than a timing at first use keeps the result of a fit reproducible to the last bit: the
+two paths round differently.
 """
 
 from __future__ import annotations
@@ -20,18 +35,19 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import scipy.linalg as sla
 import scipy.sparse as sp
-from scipy.linalg import lapack
 
 from linrec.errors import ConfigError, MemoryBudgetError
 from linrec.hardware import available_memory_bytes, blas_threads, thread_limit
+from linrec.models import _spd_kernels as kernels
 from linrec.params import check_float_dtype
 
-#: n at and above which `spd_inverse` uses the blocked GEMM path (see the module docstring)
-LARGE_N_THRESHOLD = 20_000
-#: block size of the blocked path (GEMMs of n x block x block; scratch about 3 * n * block floats)
-DEFAULT_BLOCK = 1024
+#: largest n · itemsize (bytes per row) given to OpenBLAS's threaded potrf/potri (module docstring)
+LAPACK_SAFE_ROW_BYTES = 32 * 1024
+#: n at and above which `spd_inverse` takes the recursive path (measured: module docstring)
+LARGE_N_THRESHOLD = 2_000
+#: leaf size of the recursive path (rows of the blocks given to potrf, trtri, lauum, syrk, ...)
+DEFAULT_BLOCK = 256
 
 FloatDtype = np.dtype | str | type
 
@@ -118,95 +134,24 @@ def add_to_diagonal(A: np.ndarray, values: float | np.ndarray) -> np.ndarray:
     return A
 
 
-def _symmetrize_from_lower(A: np.ndarray, block: int) -> None:
-    """Copy the lower triangle of the square C-order array A onto its upper triangle, in place."""
+def _symmetrize_from_upper(A: np.ndarray, tile: int = 256) -> None:
+    """Copy the upper triangle of the square C-order array A onto its lower triangle, in place,
+    in strips of `tile` columns (a strip's transpose stays in cache; one row strip at a time was
+    3x slower at n = 8 000)."""
     n = A.shape[0]
-    for start in range(0, n, block):
-        stop = min(n, start + block)
+    for start in range(0, n, tile):
+        stop = min(n, start + tile)
         diag = A[start:stop, start:stop]
-        diag[...] = np.tril(diag) + np.tril(diag, -1).T
-        A[start:stop, stop:] = A[stop:, start:stop].T
+        diag[...] = np.triu(diag) + np.triu(diag, 1).T
+        A[stop:, start:stop] = A[start:stop, stop:].T
 
 
-def _check_info(info: int, routine: str, offset: int = 0) -> None:
-    if info > 0:
-        raise NotPositiveDefiniteError(
-            f"{routine}: the matrix is not positive definite (leading minor {offset + info} is not "
-            "positive); increase the regularization (e.g. lam > 0)"
-        )
-    if info < 0:  # pragma: no cover - an argument error is a bug in this module
-        raise RuntimeError(f"{routine}: illegal argument {-info}")
-
-
-def _potrf_block(A: np.ndarray, offset: int) -> np.ndarray:
-    """Lower Cholesky factor (upper part zero) of a small diagonal block (a copy). Single-threaded:
-    OpenBLAS's parallel potrf is the routine that crashes at large n and that slows down most when
-    the cores are shared, and one block x block factor is cheap."""
-    potrf = lapack.get_lapack_funcs("potrf", (A,))
-    with blas_threads(1):
-        factor, info = potrf(A, lower=1, clean=1)
-    _check_info(info, "potrf", offset)
-    return factor
-
-
-def _cholesky_lower_blocked(A: np.ndarray, block: int) -> None:
-    """Right-looking blocked Cholesky (LAPACK POTRF): lower triangle of A <- L, A = L Lᵀ."""
-    n = A.shape[0]
-    for k0 in range(0, n, block):
-        k1 = min(n, k0 + block)
-        factor = _potrf_block(A[k0:k1, k0:k1], k0)
-        A[k0:k1, k0:k1] = factor
-        if k1 == n:
-            break
-        # panel L21 = A21 L11^-T, then the trailing lower triangle A22 -= L21 L21ᵀ column block by
-        # column block (GEMMs; never the full square, never an (n-k) x (n-k) temporary)
-        panel = sla.solve_triangular(factor, A[k1:, k0:k1].T, lower=True, check_finite=False).T
-        A[k1:, k0:k1] = panel
-        for j0 in range(k1, n, block):
-            j1 = min(n, j0 + block)
-            A[j0:, j0:j1] -= panel[j0 - k1:] @ panel[j0 - k1:j1 - k1].T
-
-
-def _triangular_inverse_lower_blocked(A: np.ndarray, block: int) -> None:
-    """Blocked inverse of the lower-triangular L held in A (LAPACK TRTRI, lower, backwards):
-    [[L11, 0], [L21, L22]]⁻¹ = [[L11⁻¹, 0], [-L22⁻¹ L21 L11⁻¹, L22⁻¹]]. Diagonal blocks must have
-    a zero upper part; they keep one."""
-    n = A.shape[0]
-    trtri = lapack.get_lapack_funcs("trtri", (A,))
-    for k0 in reversed(range(0, n, block)):
-        k1 = min(n, k0 + block)
-        with blas_threads(1):
-            inv_kk, info = trtri(A[k0:k1, k0:k1], lower=1)
-        _check_info(info, "trtri", k0)
-        inv_kk = np.tril(inv_kk)
-        if k1 < n:
-            l21 = A[k1:, k0:k1].copy()
-            prod = np.empty_like(l21)  # L22⁻¹ L21, block row by block row of the triangle
-            for i0 in range(k1, n, block):
-                i1 = min(n, i0 + block)
-                prod[i0 - k1:i1 - k1] = A[i0:i1, k1:i1] @ l21[:i1 - k1]
-            A[k1:, k0:k1] = -(prod @ inv_kk)
-        A[k0:k1, k0:k1] = inv_kk
-
-
-def _lower_gram_blocked(A: np.ndarray, block: int) -> None:
-    """Lower triangle of A <- lower triangle of MᵀM for the lower-triangular M held in A
-    (LAPACK LAUUM): block row i of MᵀM needs only rows >= i of M, which are still intact."""
-    n = A.shape[0]
-    for i0 in range(0, n, block):
-        i1 = min(n, i0 + block)
-        A[i0:i1, :i1] = A[i0:, i0:i1].T @ A[i0:, :i1]
-
-
-def _spd_inverse_lapack(A: np.ndarray) -> None:
-    """In place: lower triangle of the C-order A <- lower triangle of A⁻¹ (LAPACK potrf + potri).
-    The C-order A is the Fortran-order Aᵀ = A, whose upper triangle is A's lower one."""
-    fortran_view = A.T
-    potrf, potri = lapack.get_lapack_funcs(("potrf", "potri"), (fortran_view,))
-    _, info = potrf(fortran_view, lower=0, overwrite_a=1, clean=0)
-    _check_info(info, "potrf")
-    _, info = potri(fortran_view, lower=0, overwrite_c=1)
-    _check_info(info, "potri")
+def solver_path(n: int, dtype: FloatDtype, large_n: int = LARGE_N_THRESHOLD) -> str:
+    """The path `spd_inverse` takes for an n x n matrix of `dtype`: "lapack" (one threaded
+    `?potrf` + `?potri` call) when n < large_n and a row of the matrix has at most
+    LAPACK_SAFE_ROW_BYTES, else "recursive" (see the module docstring)."""
+    row_bytes = n * np.dtype(dtype).itemsize
+    return "lapack" if n < large_n and row_bytes <= LAPACK_SAFE_ROW_BYTES else "recursive"
 
 
 def spd_inverse(A: np.ndarray, dtype: FloatDtype | None = None, overwrite: bool = True,
@@ -215,26 +160,34 @@ def spd_inverse(A: np.ndarray, dtype: FloatDtype | None = None, overwrite: bool 
     """Inverse of the symmetric positive definite A (n x n) via Cholesky (spec §2.4).
 
     With `overwrite` (and A already C-contiguous of `dtype`), A itself is overwritten and returned:
-    the peak memory is one n x n array plus O(n·block) scratch. `n >= large_n` selects the blocked
-    GEMM path (see the module docstring). `n_threads` limits the BLAS threads (None: BLAS default,
-    all cores; on a machine whose cores are busy with other work, 1 is several times faster).
-    Raises NotPositiveDefiniteError when A is not SPD."""
+    the peak memory is one n x n array (no scratch beyond BLAS's packing buffers). Only the upper
+    triangle of A is read. The path is `solver_path(n, dtype, large_n)`; `block` is the leaf size
+    of the recursive path (see the module docstring). `n_threads` limits the BLAS threads (None:
+    BLAS default, all cores; on a machine whose cores are busy with other work, 1 is several times
+    faster). Raises NotPositiveDefiniteError when A is not SPD."""
     target = check_float_dtype(A.dtype if dtype is None else dtype)
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ConfigError(f"spd_inverse needs a square matrix, got shape {A.shape}")
+    if int(block) < 1:
+        raise ConfigError(f"spd_inverse: block={block} must be >= 1")
     if not overwrite or A.dtype != target or not A.flags.c_contiguous:
         A = np.array(A, dtype=target, order="C", copy=True)
     n = A.shape[0]
     if n == 0:
         return A
-    with blas_threads(n_threads):
-        if n < large_n:
-            _spd_inverse_lapack(A)
-        else:
-            _cholesky_lower_blocked(A, block)
-            _triangular_inverse_lower_blocked(A, block)
-            _lower_gram_blocked(A, block)
-    _symmetrize_from_lower(A, block)
+    fortran_view = A.T  # the same symmetric matrix; its lower triangle is A's upper triangle
+    try:
+        with blas_threads(n_threads):
+            if solver_path(n, target, large_n) == "lapack":
+                kernels.lapack_spd_inverse_lower(fortran_view)
+            else:
+                kernels.spd_inverse_lower(fortran_view, int(block))
+    except kernels.LapackInfoError as err:
+        raise NotPositiveDefiniteError(
+            f"{err.routine}: the matrix is not positive definite (leading minor {err.index} is "
+            "not positive); increase the regularization (e.g. lam > 0)"
+        ) from None
+    _symmetrize_from_upper(A)
     return A
 
 

@@ -1,17 +1,22 @@
-"""linrec.models.linalg: Gram, SPD inverse (both solver paths), zero-diagonal weights, memory
-guard."""
+"""linrec.models.linalg: Gram, SPD inverse (both solver paths and the recursive kernels of
+linrec.models._spd_kernels), zero-diagonal weights, memory guard."""
+
+import tracemalloc
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from linrec.errors import ConfigError, MemoryBudgetError
+from linrec.models import _spd_kernels as kernels
 from linrec.models import linalg
 from linrec.models.linalg import (
+    LAPACK_SAFE_ROW_BYTES,
     NotPositiveDefiniteError,
     add_to_diagonal,
     check_dense_memory,
     gram,
+    solver_path,
     spd_inverse,
     zero_diagonal_weights,
 )
@@ -67,36 +72,117 @@ def test_spd_inverse_overwrites_in_place_or_copies():
     np.testing.assert_allclose(P2, P, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("n, block", [(500, 64), (500, 500), (257, 100), (3, 2)])
-def test_blocked_large_n_path_equals_lapack_path(n, block):
+@pytest.mark.parametrize("n, block", [(500, 64), (500, 500), (257, 100), (3, 2), (1, 1)])
+def test_recursive_path_equals_lapack_path(n, block):
     A = random_spd(n, seed=7)
     default = spd_inverse(A.copy())
-    blocked = spd_inverse(A.copy(), large_n=1, block=block)  # force the large-n path
-    np.testing.assert_allclose(blocked, default, rtol=0, atol=1e-11 * np.abs(default).max())
-    np.testing.assert_array_equal(blocked, blocked.T)
+    assert solver_path(n, A.dtype) == "lapack"
+    recursive = spd_inverse(A.copy(), large_n=1, block=block)  # force the recursive path
+    np.testing.assert_allclose(recursive, default, rtol=0, atol=1e-11 * np.abs(default).max())
+    np.testing.assert_array_equal(recursive, recursive.T)
+
+
+@pytest.mark.parametrize("dtype, atol", [(np.float64, 1e-10), (np.float32, 1e-4)])
+@pytest.mark.parametrize("n, block", [(2, 1), (77, 16), (300, 64), (513, 128)])
+def test_recursive_kernels_match_brute_force(n, block, dtype, atol):
+    A = random_spd(n, seed=n, dtype=np.float64)
+    L = np.linalg.cholesky(A)
+    F = np.asfortranarray(A.astype(dtype))
+    F[np.triu_indices(n, 1)] = np.nan  # the upper triangle is never read
+    kernels.cholesky_lower(F, block)
+    np.testing.assert_allclose(np.tril(F), L, rtol=0, atol=atol * np.abs(L).max())
+    F = np.asfortranarray(L.astype(dtype))
+    kernels.invert_lower(F, block)
+    L_inv = np.linalg.inv(L)
+    np.testing.assert_allclose(np.tril(F), L_inv, rtol=0, atol=atol * np.abs(L_inv).max())
+    kernels.lower_gram(F, block)
+    expected = np.tril(L_inv.T @ L_inv)
+    np.testing.assert_allclose(np.tril(F), expected, rtol=0, atol=atol * np.abs(expected).max())
+
+
+def test_kernels_need_a_square_fortran_float_matrix():
+    with pytest.raises(ValueError, match="Fortran"):
+        kernels.cholesky_lower(np.eye(4)[:, :3].copy(order="F"), 2)
+    with pytest.raises(ValueError, match="Fortran"):
+        kernels.cholesky_lower(np.ones((4, 3), order="C"), 2)
+    with pytest.raises(ValueError, match="float32 or float64"):
+        kernels.cholesky_lower(np.eye(3, dtype=np.int64, order="F"), 2)
+
+
+def test_spd_inverse_reads_only_the_upper_triangle():
+    A = random_spd(90, seed=8)
+    expected = np.linalg.inv(A)
+    for kwargs in ({}, {"large_n": 1, "block": 16}):
+        B = A.copy()
+        B[np.tril_indices(90, -1)] = np.nan
+        np.testing.assert_allclose(spd_inverse(B, **kwargs), expected, rtol=0, atol=1e-10)
 
 
 def test_spd_inverse_single_thread_equals_default():
     A = random_spd(200, seed=5)
-    np.testing.assert_allclose(spd_inverse(A, n_threads=1, overwrite=False),
-                               spd_inverse(A, overwrite=False), rtol=0, atol=1e-12)
+    for kwargs in ({}, {"large_n": 1, "block": 32}):
+        np.testing.assert_allclose(spd_inverse(A, n_threads=1, overwrite=False, **kwargs),
+                                   spd_inverse(A, overwrite=False, **kwargs), rtol=0, atol=1e-12)
 
 
-def test_spd_inverse_float32_both_paths():
+@pytest.mark.parametrize("kwargs", [{}, {"large_n": 1, "block": 64}, {"large_n": 1, "block": 7}])
+def test_spd_inverse_float32_both_paths(kwargs):
     A = random_spd(300, seed=3)
     expected = np.linalg.inv(A)
-    for kwargs in ({}, {"large_n": 1, "block": 64}):
-        P = spd_inverse(A, dtype="float32", **kwargs)
-        assert P.dtype == np.float32
-        np.testing.assert_allclose(P, expected, rtol=0, atol=1e-4 * np.abs(expected).max())
+    P = spd_inverse(A, dtype="float32", **kwargs)
+    assert P.dtype == np.float32 and P.flags.c_contiguous
+    np.testing.assert_allclose(P, expected, rtol=0, atol=1e-4 * np.abs(expected).max())
+    np.testing.assert_array_equal(P, P.T)
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"large_n": 1, "block": 4}])
-def test_spd_inverse_rejects_indefinite(kwargs):
-    A = random_spd(10, seed=2)
-    A[6, 6] = -5.0
-    with pytest.raises(NotPositiveDefiniteError, match="not positive definite"):
+@pytest.mark.parametrize("minor", [7, 37])
+@pytest.mark.parametrize("kwargs", [{}, {"large_n": 1, "block": 4}, {"large_n": 1, "block": 16}])
+def test_spd_inverse_rejects_indefinite_naming_the_leading_minor(kwargs, minor):
+    A = random_spd(50, seed=2)
+    A[minor - 1, minor - 1] = -5.0  # leading minors 1..minor-1 stay positive, minor does not
+    with pytest.raises(NotPositiveDefiniteError, match=f"leading minor {minor} is not positive"):
         spd_inverse(A, **kwargs)
+
+
+def test_solver_path_keeps_threaded_lapack_below_the_safe_row_size():
+    safe64, safe32 = LAPACK_SAFE_ROW_BYTES // 8, LAPACK_SAFE_ROW_BYTES // 4
+    assert solver_path(safe64, "float64", large_n=10**9) == "lapack"
+    assert solver_path(safe64 + 1, "float64", large_n=10**9) == "recursive"
+    assert solver_path(safe32, "float32", large_n=10**9) == "lapack"
+    assert solver_path(safe32 + 1, "float32", large_n=10**9) == "recursive"
+    assert solver_path(40_981, "float32", large_n=10**9) == "recursive"
+    assert solver_path(100, "float64", large_n=100) == "recursive"
+    assert solver_path(99, "float64", large_n=100) == "lapack"
+
+
+def test_spd_inverse_above_the_safe_size_never_calls_whole_matrix_lapack(monkeypatch):
+    monkeypatch.setattr(linalg, "LAPACK_SAFE_ROW_BYTES", 8 * 40)  # 40 float64 per row
+    monkeypatch.setattr(kernels, "lapack_spd_inverse_lower",
+                        lambda F: pytest.fail("threaded potrf/potri on an unsafe size"))
+    A = random_spd(41, seed=9)
+    P = spd_inverse(A.copy(), large_n=10**9)
+    np.testing.assert_allclose(P, np.linalg.inv(A), rtol=0, atol=1e-10)
+
+
+def test_recursive_path_is_in_place_without_square_temporaries():
+    n = 1200
+    A = random_spd(n, seed=10)
+    expected = np.linalg.inv(A)
+    tracemalloc.start()
+    P = spd_inverse(A, large_n=1, block=128)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert P is A
+    assert peak < A.nbytes / 8  # tiles and ctypes objects only; A is 11 MB
+    np.testing.assert_allclose(P, expected, rtol=0, atol=1e-10 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("n, tile", [(20, 7), (5, 256), (1, 1)])
+def test_symmetrize_from_upper(n, tile):
+    A = np.random.default_rng(n).standard_normal((n, n))
+    expected = np.triu(A) + np.triu(A, 1).T
+    linalg._symmetrize_from_upper(A, tile)
+    np.testing.assert_array_equal(A, expected)
 
 
 def test_spd_inverse_rejects_bad_dtype_and_shape():
@@ -104,6 +190,8 @@ def test_spd_inverse_rejects_bad_dtype_and_shape():
         spd_inverse(np.eye(3), dtype="int32")
     with pytest.raises(ConfigError, match="square"):
         spd_inverse(np.ones((2, 3)))
+    with pytest.raises(ConfigError, match="block=0"):
+        spd_inverse(np.eye(3), block=0)
 
 
 def test_zero_diagonal_weights_formula():
