@@ -24,12 +24,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from linrec import item_order
+from linrec.item_order import _GAMMA_ITEM as GAMMA_ITEM
+from linrec.item_order import _MIX1 as MIX1
+from linrec.item_order import _MIX2 as MIX2
 
 # the constants of linrec.item_order's hash, as numba sees them (compile-time uint64)
-_GAMMA_ITEM = np.uint64(item_order._GAMMA_ITEM)
-_MIX1 = np.uint64(item_order._MIX1)
-_MIX2 = np.uint64(item_order._MIX2)
+_GAMMA_ITEM = np.uint64(GAMMA_ITEM)
+_MIX1 = np.uint64(MIX1)
+_MIX2 = np.uint64(MIX2)
 
 
 @njit(cache=True, inline="always")
