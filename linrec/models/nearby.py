@@ -189,6 +189,14 @@ class _BPRNearby(Recommender):
 # LRR with learned λ_i
 
 
+def _scaled(weights: np.ndarray, head: np.ndarray | None, tail: np.ndarray | None
+            ) -> np.ndarray:
+    """diagM(head) W diagM(tail) (W when there is no head/tail)."""
+    if head is None:
+        return weights
+    return head[:, None] * weights * tail[None, :]
+
+
 class LearnedLambda(_BPRNearby):
     """LRR with per-component λ_i = λ + c·tanh(α_i), i = 1..k (spec §6.1):
     W(α) = V_k diag(e_i/(e_i + λ_i)) V_kᵀ, e_i = σ_i², learned by BPR (§6.2) with Adam.
@@ -297,6 +305,16 @@ class LearnedLambda(_BPRNearby):
             scores *= tail[None, :]
         return scores
 
+    def weights(self) -> np.ndarray:
+        """W = diagM(H) (V_k diag(f) V_kᵀ, diagonal removed when rmd) diagM(T) (n x n, float64):
+        scores = foldin @ W."""
+        self.check_fitted()
+        vectors = self._vectors.detach().cpu().numpy()
+        weights = (vectors * self.filter_) @ vectors.T
+        if self.rmd:
+            np.fill_diagonal(weights, 0.0)
+        return _scaled(weights, self.head_, self.tail_)
+
     def closed_form(self) -> LRR:
         """The LRR(rank, lam) model this one starts from (fitted on the same spectrum)."""
         self.check_fitted()
@@ -368,6 +386,23 @@ class NearbyItemItem(_BPRNearby):
         import torch
 
         return torch.gather(self._full_scores(inputs), 1, items)
+
+    def weights(self) -> np.ndarray | sp.csr_matrix:
+        """W = diagM(H) W_S diagM(T) (n x n; sparse CSR when sparsify): scores = foldin @ W."""
+        self.check_fitted()
+        head = tail = None
+        if self.head_tail:
+            head = _doubled_sigmoid(self.params_["head"]).detach().cpu().numpy()
+            tail = _doubled_sigmoid(self.params_["tail"]).detach().cpu().numpy()
+        if not self.sparsify:
+            return _scaled(self._weights.detach().cpu().numpy(), head, tail)
+        cols, rows = self._support.cpu().numpy()
+        values = (self._support_values * _doubled_sigmoid(self.params_["scale"]))
+        matrix = sp.csr_matrix((values.detach().cpu().numpy(), (rows, cols)),
+                               shape=(self.n_items_, self.n_items_))
+        if head is not None:
+            matrix = sp.diags(head) @ matrix @ sp.diags(tail)
+        return sp.csr_matrix(matrix)
 
     def _scores(self, foldin: sp.csr_matrix) -> np.ndarray:
         import torch

@@ -209,3 +209,24 @@ def test_nearby_item_item_bad_parameters() -> None:
         NearbyItemItem(base="ials", base_params={"factors": 2, "epochs": 1})
     with pytest.raises(ConfigError, match="rank"):
         LearnedLambda(**{**BASE, "rank": 30}).fit(TRAIN)
+
+
+@pytest.mark.parametrize("model", [
+    lambda: LearnedLambda(**BASE, head_tail=True, rmd=True, epochs=4, lr=0.1),
+    lambda: LearnedLambda(**BASE, epochs=2, lr=0.1),
+    lambda: NearbyItemItem(base="edlae", base_params={"p": 0.3, "lam": 2.0, "dtype": "float64"},
+                           head_tail=True, sparsify=True, sparsify_threshold=0.0,
+                           dtype="float64", bpr_scale=5.0, batch_size=32, n_pairs=8,
+                           epochs=3, lr=0.05),
+    lambda: NearbyItemItem(base="edlae", base_params={"p": 0.3, "lam": 2.0, "dtype": "float64"},
+                           head_tail=True, rmd=True, dtype="float64", batch_size=32, n_pairs=8,
+                           epochs=3, lr=0.05),
+], ids=["learned lambda, head/tail, rmd", "learned lambda", "sparsified", "head/tail, rmd"])
+def test_weights_give_the_scores(model) -> None:
+    """weights() is the W of score(foldin) = foldin @ W (the linear-model study draws its
+    spectral profile from it)."""
+    fitted = model().fit(TRAIN)
+    weights = fitted.weights()
+    product = FOLDIN @ weights
+    product = product.toarray() if sp.issparse(product) else product
+    np.testing.assert_allclose(product, fitted.score(FOLDIN), atol=1e-12)
