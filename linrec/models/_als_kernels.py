@@ -76,7 +76,7 @@ def _rank4_update(a, src, base, weights, first, k):  # pragma: no cover
         i += 1
 
 
-@njit(nogil=True, fastmath=_FAST)
+@njit(nogil=True, fastmath=_FAST, cache=True)
 def _cholesky_upper(a, k, minus):  # pragma: no cover
     """In place: the upper triangle of a[:k, :k] (an SPD system) becomes U with A = UᵀU.
     Right-looking, panels of 4 rows; minus = 4 x -1. False if a pivot is not positive."""
@@ -103,7 +103,7 @@ def _cholesky_upper(a, k, minus):  # pragma: no cover
     return True
 
 
-@njit(nogil=True, fastmath=_FAST)
+@njit(nogil=True, fastmath=_FAST, cache=True)
 def _solve_upper(a, rhs, k):  # pragma: no cover
     """rhs <- (UᵀU)⁻¹ rhs for U in the upper triangle of a (zero padding past k in both)."""
     for c in range(k):  # Uᵀ z = rhs
