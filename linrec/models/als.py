@@ -281,9 +281,11 @@ class IALS(_FactorModel):
             + λ ( Σ_u (|I_u| + α₀|I|)^ν ‖w_u‖² + Σ_i (|U_i| + α₀|U|)^ν ‖h_i‖² ),   ŷ_ui = w_uᵀh_i.
 
     Each epoch solves every user (then every item) exactly given the other side, with the
-    Gramian YᵀY computed once per sweep. Rows are solved in blocks of similar length (padded
-    batched products; batched Cholesky, or `cg_steps` warm-started conjugate-gradient steps as in
-    implicit). Blocks run on `num_threads` threads (0 = all cores) with single-threaded kernels.
+    Gramian YᵀY computed once per sweep; the exact Cholesky solve, or `cg_steps` warm-started
+    conjugate-gradient steps as in implicit. numba (default): compiled row solvers on the CSR
+    rows, in chunks the `num_threads` threads (0 = all cores) take as they come free. numpy /
+    torch: rows in padded blocks of similar length (batched products and Cholesky), blocks on
+    `num_threads` threads with single-threaded kernels.
 
     Parameters: factors k; reg λ >= 0; alpha0 α₀ >= 0 (unobserved weight); nu ν >= 0;
     epochs; solver "cholesky" | "cg"; cg_steps; backend "numba" | "numpy" | "torch" (same
