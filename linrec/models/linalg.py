@@ -20,14 +20,22 @@ crashed from about 30 000). Past the buffer, memory is silently corrupted before
 segfaults. So the "lapack" path is allowed only while a row has at most LAPACK_SAFE_ROW_BYTES
 (32 KiB: n ≤ 4 096 in float64, 8 192 in float32, a quarter of the smallest overflow), whatever
 `large_n` asks; the recursive path calls `?syrk`, `?potrf`, `?trtri` and `?lauum` only on
-blocks of at most `block` (≤ a few thousand) rows, and puts everything else in `?gemm`, `?trsm`
-and `?trmm`, whose threaded drivers walk the output in slices of bounded width.
+blocks of at most `block` rows (capped by the same limit, `recursive_block`), and puts
+everything else in `?gemm`, `?trsm` and `?trmm`, whose threaded drivers walk the output in
+slices of bounded width (`bench_ease.py --probe-openblas` reproduces the crash).
 
-Which one below that limit is a matter of speed, measured (experiments/benchmarks/bench_ease.py
---calibrate, time of each path interleaved with a GEMM of the same size): LARGE_N_THRESHOLD is
-where the recursive path becomes faster, and DEFAULT_BLOCK the fastest leaf size. A fixed rule
-rather than a timing at first use keeps the result of a fit reproducible to the last bit: the
-two paths round differently.
+Below that limit the choice is one of speed, measured (experiments/benchmarks/bench_ease.py
+--calibrate: each path interleaved with a GEMM, ratio time / (n³ / GEMM rate), median of 3).
+One thread, CPU time (steady on a loaded machine), block 1024 vs lapack, float32 / float64:
+n = 1 000: 1.68 / 1.54 vs 1.77 / 1.55; 2 000: 1.33 / 1.23 vs 1.35 / 1.27; 4 096: 1.17 / 1.13
+vs 1.19 / 1.14; 8 192 float32: 1.11 vs 1.10; beyond the limit (12 000 float32, 8 192 float64):
+1.04 / 1.08; blocks of 128-512 within a few % of 1024, 128 best below 1 000. Two threads
+beside a busy core, every threaded call waits for a descheduled partner thread: both paths
+slow down 2-50x, the recursive path with 1024 blocks least (fewest calls; at 8 192 float32
+1.6 vs 2.7). So: LARGE_N_THRESHOLD = 2 000 (below, the two are equal or "lapack" is the
+recursive path's own single leaf), DEFAULT_BLOCK = 1024. A fixed rule rather than a timing at
+first use keeps a fit reproducible to the last bit: the two paths round differently. Two threads
+on a quiet machine were not measurable here; re-run --calibrate there before changing these.
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ LAPACK_SAFE_ROW_BYTES = 32 * 1024
 #: n at and above which `spd_inverse` takes the recursive path (measured: module docstring)
 LARGE_N_THRESHOLD = 2_000
 #: leaf size of the recursive path (rows of the blocks given to potrf, trtri, lauum, syrk, ...)
-DEFAULT_BLOCK = 256
+DEFAULT_BLOCK = 1024
 
 FloatDtype = np.dtype | str | type
 
@@ -154,6 +162,12 @@ def solver_path(n: int, dtype: FloatDtype, large_n: int = LARGE_N_THRESHOLD) -> 
     return "lapack" if n < large_n and row_bytes <= LAPACK_SAFE_ROW_BYTES else "recursive"
 
 
+def recursive_block(dtype: FloatDtype, block: int = DEFAULT_BLOCK) -> int:
+    """Leaf size of the recursive path: `block`, capped so that a leaf row has at most
+    LAPACK_SAFE_ROW_BYTES (its leaves go to OpenBLAS's threaded syrk / potrf)."""
+    return max(1, min(int(block), LAPACK_SAFE_ROW_BYTES // np.dtype(dtype).itemsize))
+
+
 def spd_inverse(A: np.ndarray, dtype: FloatDtype | None = None, overwrite: bool = True,
                 large_n: int = LARGE_N_THRESHOLD, block: int = DEFAULT_BLOCK,
                 n_threads: int | None = None) -> np.ndarray:
@@ -162,9 +176,9 @@ def spd_inverse(A: np.ndarray, dtype: FloatDtype | None = None, overwrite: bool 
     With `overwrite` (and A already C-contiguous of `dtype`), A itself is overwritten and returned:
     the peak memory is one n x n array (no scratch beyond BLAS's packing buffers). Only the upper
     triangle of A is read. The path is `solver_path(n, dtype, large_n)`; `block` is the leaf size
-    of the recursive path (see the module docstring). `n_threads` limits the BLAS threads (None:
-    BLAS default, all cores; on a machine whose cores are busy with other work, 1 is several times
-    faster). Raises NotPositiveDefiniteError when A is not SPD."""
+    of the recursive path (capped by `recursive_block`; see the module docstring). `n_threads`
+    limits the BLAS threads (None: BLAS default, all cores; on a machine whose cores are busy with
+    other work, 1 is several times faster). Raises NotPositiveDefiniteError when A is not SPD."""
     target = check_float_dtype(A.dtype if dtype is None else dtype)
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ConfigError(f"spd_inverse needs a square matrix, got shape {A.shape}")
@@ -181,7 +195,7 @@ def spd_inverse(A: np.ndarray, dtype: FloatDtype | None = None, overwrite: bool 
             if solver_path(n, target, large_n) == "lapack":
                 kernels.lapack_spd_inverse_lower(fortran_view)
             else:
-                kernels.spd_inverse_lower(fortran_view, int(block))
+                kernels.spd_inverse_lower(fortran_view, recursive_block(target, block))
     except kernels.LapackInfoError as err:
         raise NotPositiveDefiniteError(
             f"{err.routine}: the matrix is not positive definite (leading minor {err.index} is "

@@ -164,6 +164,18 @@ def test_spd_inverse_above_the_safe_size_never_calls_whole_matrix_lapack(monkeyp
     np.testing.assert_allclose(P, np.linalg.inv(A), rtol=0, atol=1e-10)
 
 
+def test_recursive_path_caps_its_leaves_at_the_safe_row_size(monkeypatch):
+    monkeypatch.setattr(linalg, "LAPACK_SAFE_ROW_BYTES", 8 * 16)  # 16 float64 per row
+    seen = []
+    original = kernels.spd_inverse_lower
+    monkeypatch.setattr(kernels, "spd_inverse_lower",
+                        lambda F, block: seen.append(block) or original(F, block))
+    A = random_spd(60, seed=11)
+    P = spd_inverse(A.copy(), block=10**6)
+    assert seen == [16]
+    np.testing.assert_allclose(P, np.linalg.inv(A), rtol=0, atol=1e-10)
+
+
 def test_recursive_path_is_in_place_without_square_temporaries():
     n = 1200
     A = random_spd(n, seed=10)
