@@ -66,6 +66,9 @@ def batch_size_for(n_items: int, memory_budget_mb: float) -> int:
 
 @lru_cache(maxsize=1)
 def _threadpool_controller():
+    # the controller sees the libraries loaded when it is built: scipy.linalg brings its own
+    # OpenBLAS (numpy has another), so load it first or `blas_threads` would not limit it
+    import scipy.linalg  # noqa: F401
     from threadpoolctl import ThreadpoolController
 
     return ThreadpoolController()

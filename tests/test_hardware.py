@@ -100,3 +100,24 @@ def test_torch_threads_sets_and_restores_torchs_thread_count():
     with torch_threads(0):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+def test_blas_threads_limits_scipys_blas_even_when_numpy_was_the_only_one_loaded():
+    """The controller is built once: it must see scipy's OpenBLAS (separate from numpy's)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import numpy
+        from linrec.hardware import blas_threads
+        with blas_threads(1):
+            pass  # builds the controller before anything imported scipy.linalg
+        import scipy.linalg
+        from threadpoolctl import threadpool_info
+        with blas_threads(1):
+            print(sorted({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=120).stdout.strip()
+    assert out == "[1]"

@@ -16,7 +16,6 @@ import scipy.sparse as sp
 
 from linrec.errors import NumericalError
 from linrec.hardware import blas_threads
-from linrec.models._sparse_dense import sparse_dense_product
 from linrec.models.base import Recommender, Validation
 from linrec.models.configs import (
     DebiasedEASEConfig,
@@ -68,6 +67,8 @@ class ItemItemRecommender(Recommender):
             self.W = self._weights_from_gram(gram(X, self.dtype, n_threads=threads))
 
     def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
+        from linrec.models._sparse_dense import sparse_dense_product  # numba, when scoring
+
         return sparse_dense_product(foldin, self.W, thread_count(self.num_threads))
 
     def weights(self) -> np.ndarray:
