@@ -110,10 +110,13 @@ def test_ials_user_and_item_steps_equal_brute_force(nu: float) -> None:
 
 
 def test_ials_fit_epoch_equals_brute_force_sweep() -> None:
-    """One fitted epoch = brute user step from the seeded item init, then brute item step."""
+    """One fitted epoch = brute user step from the seeded init, then brute item step."""
     x = random_binary(seed=3)
     model = IALS(**PARAMS, epochs=1, seed=7, init_std=0.5).fit(x)
-    items0 = np.random.default_rng(7).normal(0.0, 0.5 / np.sqrt(4), (x.shape[1], 4))
+    rng = np.random.default_rng(7)
+    std = 0.5 / np.sqrt(4)
+    rng.normal(0.0, std, (x.shape[0], 4))  # the user init is overwritten by the user step
+    items0 = rng.normal(0.0, std, (x.shape[1], 4))
     ones = np.ones(x.shape[0])
     users1 = brute_user_factors(x.toarray(), items0, 0.3, 0.05, 1.0, ones, ones)
     items1 = brute_item_factors(x.toarray(), users1, 0.3, 0.05, 1.0, ones, ones)
