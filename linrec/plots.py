@@ -66,9 +66,11 @@ def plot_spectral_profile(profiles: Mapping[str, np.ndarray],
 
 
 def plot_training_curve(epochs: Sequence[Mapping[str, Any]], title: str | None = None,
-                        path: str | Path | None = None) -> Figure:
-    """Training loss and validation metric against the epoch (records of a trained model's
-    `training_log()["epochs"]`: epoch, loss, valid, lr)."""
+                        path: str | Path | None = None, metric: str = "validation metric"
+                        ) -> Figure:
+    """Training loss and the selection metric against the epoch (records of a trained model's
+    `training_log()["epochs"]`: epoch, loss, valid, lr); `metric` labels the second axis
+    (`training_metric_label` of a run record)."""
     if not epochs:
         raise ConfigError("plot_training_curve: no epochs to plot")
     fig = Figure(figsize=(6.4, 3.6))
@@ -83,12 +85,19 @@ def plot_training_curve(epochs: Sequence[Mapping[str, Any]], title: str | None =
         right = ax.twinx()
         right.plot(*zip(*valid, strict=True), color="C1", lw=1.2, marker=".",
                    label="validation")
-        right.set_ylabel("validation metric", color="C1")
+        right.set_ylabel(metric, color="C1")
     if title:
         ax.set_title(title)
     if path is not None:
         save_figure(fig, path)
     return fig
+
+
+def training_metric_label(record: Mapping[str, Any]) -> str:
+    """'recall@20 on test' for a run that selected its epochs on the test users: what the
+    training curve's second axis shows."""
+    metric = (record.get("selection") or {}).get("metric", "selection metric")
+    return f"{metric} on {(record.get('training') or {}).get('selected_on', 'valid')}"
 
 
 def save_figure_formats(fig: Figure, stem: str | Path, formats: Sequence[str] = ("png", "pdf")
@@ -255,5 +264,7 @@ def run_figures(record: Mapping[str, Any], run_dir: str | Path,
                                    suffix=f"_{name}")
     epochs = (record.get("training") or {}).get("epochs")
     if epochs:
-        written += save_figure_formats(plot_training_curve(epochs), run_dir / "training_curve")
+        written += save_figure_formats(
+            plot_training_curve(epochs, metric=training_metric_label(record)),
+            run_dir / "training_curve")
     return written

@@ -114,12 +114,19 @@ def _grid(rows: Any, model: str) -> Any | None:
 def _run_figures(record: Mapping[str, Any], split: str, family: str | None, figures_dir: Path,
                  stem: str, title: str) -> list[Path]:
     """The training curve and the figures of every sampled setting of one run's record."""
-    from linrec.plots import curve_metric, plot_training_curve, save_figure_formats, setting_figures
+    from linrec.plots import (
+        curve_metric,
+        plot_training_curve,
+        save_figure_formats,
+        setting_figures,
+        training_metric_label,
+    )
 
     written: list[Path] = []
     epochs = (record.get("training") or {}).get("epochs")
     if epochs:
-        written += save_figure_formats(plot_training_curve(epochs, title=title),
+        written += save_figure_formats(plot_training_curve(epochs, title=title,
+                                                           metric=training_metric_label(record)),
                                        figures_dir / f"{stem}_training_{split}")
     sampled = ((record.get("splits") or {}).get(split) or {}).get("sampled") or {}
     for label, setting in sampled.items():
