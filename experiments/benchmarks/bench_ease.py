@@ -459,13 +459,13 @@ def probe_worker(args: argparse.Namespace) -> dict:
     return {"seconds": time.perf_counter() - start, "ok": bool(c[n - 1, 0] == 512.0)}
 
 
-def run_probe(seed: int) -> None:
+def run_probe(sizes: list[int] | None, dtypes: list[str]) -> None:
     from linrec.models.linalg import LAPACK_SAFE_ROW_BYTES, available_memory_bytes
 
     print("OpenBLAS threaded ?syrk (n x n output, k = 512), one child process each; "
           f"spd_inverse gives threaded potrf/potri at most {LAPACK_SAFE_ROW_BYTES} bytes per row")
-    for dtype, sizes in PROBE_SIZES.items():
-        for n in sizes:
+    for dtype in dtypes:
+        for n in sizes or PROBE_SIZES[dtype]:
             row = n * np.dtype(dtype).itemsize
             if available_memory_bytes() < n * n * np.dtype(dtype).itemsize + (1 << 30):
                 print(f"{dtype:>7} n={n:>6} ({row / 1024:5.0f} KiB/row): skipped (memory)")
@@ -492,7 +492,7 @@ def main() -> None:
     parser.add_argument("--inverse", action="store_true",
                         help="SPD inverse against the GEMM roofline (see the docstring)")
     parser.add_argument("--dtypes", nargs="*", default=["float32", "float64"],
-                        help="dtypes of --inverse and --calibrate")
+                        help="dtypes of --inverse, --calibrate and --probe-openblas")
     parser.add_argument("--large-n", type=int, default=0,
                         help="--inverse: spd_inverse's large_n (0: its default)")
     parser.add_argument("--block", type=int, default=0,
@@ -541,7 +541,7 @@ def main() -> None:
         run_calibrate(args.seed, args.rounds, args.dtypes)
         return
     if args.probe_openblas:
-        run_probe(args.seed)
+        run_probe(args.sizes, args.dtypes)
         return
     if args.large:
         run_large(args.seed)

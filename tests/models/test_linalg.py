@@ -176,6 +176,30 @@ def test_recursive_path_caps_its_leaves_at_the_safe_row_size(monkeypatch):
     np.testing.assert_allclose(P, np.linalg.inv(A), rtol=0, atol=1e-10)
 
 
+def test_recursive_path_gives_syrk_and_lapack_only_leaf_sized_blocks(monkeypatch):
+    # the safety argument of the recursive path: OpenBLAS's threaded syrk (and the potrf,
+    # lauum that call it) never see a block of more than `block` rows
+    order_arg = {"syrk": 2, "potrf": 1, "trtri": 2, "lauum": 1}
+    sizes = {name: [] for name in order_arg}
+    original = kernels._routine
+
+    def recording(dtype, name):
+        routine = original(dtype, name)
+        if name not in order_arg:
+            return routine
+
+        def call(*args):
+            sizes[name].append(args[order_arg[name]]._obj.value)
+            return routine(*args)
+        return call
+
+    monkeypatch.setattr(kernels, "_routine", recording)
+    A = random_spd(300, seed=12)
+    P = spd_inverse(A.copy(), large_n=1, block=32)
+    np.testing.assert_allclose(P, np.linalg.inv(A), rtol=0, atol=1e-10)
+    assert all(sizes.values()) and max(max(v) for v in sizes.values()) == 32
+
+
 def test_recursive_path_is_in_place_without_square_temporaries():
     n = 1200
     A = random_spd(n, seed=10)
