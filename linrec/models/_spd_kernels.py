@@ -16,11 +16,11 @@ Each kernel splits its triangle in two (at a multiple of `block`) and recurses:
 
 The triangular solves and products (`?trsm`, `?trmm`) and the symmetric rank-k updates
 (`?syrk`) recurse the same way, so that all but O(n²·block) of the n³ flops are `?gemm` calls on
-large blocks. Only blocks of at most `block` rows go to `?potrf`, `?trtri`, `?lauum`, `?syrk`,
-`?trsm` and `?trmm` themselves: OpenBLAS's threaded `?syrk`, which its threaded `?potrf` and
-`?lauum` call on the trailing matrix, overflows a fixed packing buffer when the output has many
-rows (see linrec.models.linalg); its threaded `?gemm`, `?trsm` and `?trmm` walk the output in
-slices of a bounded width and do not.
+large blocks. Only blocks of at most `block` rows go to `?potrf`, `?trtri`, `?lauum` and `?syrk`
+(and triangles of at most `block` rows to `?trsm`, `?trmm`): OpenBLAS's threaded `?syrk`, which
+its threaded `?potrf` and `?lauum` call on the trailing matrix, overflows a fixed packing buffer
+when the output has many rows (see linrec.models.linalg); its threaded `?gemm`, `?trsm` and
+`?trmm` walk the output in slices of a bounded width and do not.
 """
 
 from __future__ import annotations
