@@ -323,8 +323,10 @@ def inverse_worker(args: argparse.Namespace) -> dict:
     X64 = X.astype(np.float64)
     G_cols = (X64.T[cols] @ X64).toarray()
     G_cols[np.arange(cols.size), cols] += LAM
-    residual = G_cols @ P.astype(np.float64)
-    residual[np.arange(cols.size), cols] -= 1.0
+    residual = np.empty((n, cols.size))  # P G[:, cols] by row blocks: no n x n float64 copy
+    for start in range(0, n, 2048):
+        residual[start:start + 2048] = P[start:start + 2048].astype(np.float64) @ G_cols.T
+    residual[cols, np.arange(cols.size)] -= 1.0
     record["residual"] = float(np.abs(residual).max())
     return record
 
