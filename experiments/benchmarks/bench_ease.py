@@ -31,7 +31,7 @@ compare only the ratio: the GEMM beside it sees the same load.
 times both paths of `spd_inverse` ("lapack": one threaded potrf + potri; "recursive", with
 blocks of 128, 256 and 512 rows) interleaved with a GEMM, for n from 500 up to the largest n
 the "lapack" path may take (LAPACK_SAFE_ROW_BYTES), and prints each as the ratio to the GEMM
-roofline: LARGE_N_THRESHOLD and DEFAULT_BLOCK in linalg.py are read off this table.
+roofline: the path rule (LARGE_N_THRESHOLD, DEFAULT_BLOCK) in linalg.py is read off this table.
 
     python experiments/benchmarks/bench_ease.py --probe-openblas
 

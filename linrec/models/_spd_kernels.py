@@ -108,9 +108,9 @@ class _Blocks:
         """Size of the first half of a triangle of m > block rows: a multiple of `block`."""
         return self.block * max(1, round(m / (2 * self.block)))
 
-    def lapack(self, name: str, offset: int, m: int, *flags: str) -> None:
+    def lapack(self, name: str, offset: int, m: int, *flags: str, uplo: str = "L") -> None:
         info = ctypes.c_int(0)
-        self.call[name](_flag("L"), *map(_flag, flags), _int(m), self.at(offset, offset),
+        self.call[name](_flag(uplo), *map(_flag, flags), _int(m), self.at(offset, offset),
                         self.ld, ctypes.byref(info))
         if info.value > 0:
             raise LapackInfoError(name, offset + info.value)
@@ -242,9 +242,10 @@ def spd_inverse_lower(F: np.ndarray, block: int) -> None:
     blocks.lower_gram(0, blocks.n)
 
 
-def lapack_spd_inverse_lower(F: np.ndarray) -> None:
-    """Lower triangle of the SPD Fortran-order F <- lower triangle of F⁻¹ by one `?potrf` and one
-    `?potri` call on the whole matrix (in place; the upper triangle is left untouched)."""
+def lapack_spd_inverse_upper(F: np.ndarray) -> None:
+    """Upper triangle of the SPD Fortran-order F <- upper triangle of F⁻¹ by one `?potrf` and one
+    `?potri` call on the whole matrix (in place; the lower triangle is left untouched). The upper
+    factor (F = UᵀU) is the one linrec's fits have used since its first release: the same bits."""
     blocks = _Blocks(F, F.shape[0])
-    blocks.lapack("potrf", 0, blocks.n)
-    blocks.lapack("potri", 0, blocks.n)
+    blocks.lapack("potrf", 0, blocks.n, uplo="U")
+    blocks.lapack("potri", 0, blocks.n, uplo="U")

@@ -32,10 +32,14 @@ vs 1.19 / 1.14; 8 192 float32: 1.11 vs 1.10; beyond the limit (12 000 float32, 8
 1.04 / 1.08; blocks of 128-512 within a few % of 1024, 128 best below 1 000. Two threads
 beside a busy core, every threaded call waits for a descheduled partner thread: both paths
 slow down 2-50x, the recursive path with 1024 blocks least (fewest calls; at 8 192 float32
-1.6 vs 2.7). So: LARGE_N_THRESHOLD = 2 000 (below, the two are equal or "lapack" is the
-recursive path's own single leaf), DEFAULT_BLOCK = 1024. A fixed rule rather than a timing at
-first use keeps a fit reproducible to the last bit: the two paths round differently. Two threads
-on a quiet machine were not measurable here; re-run --calibrate there before changing these.
+1.6 vs 2.7). Where "lapack" is safe the two paths are within 2 % of each other, so the rule is:
+"lapack" wherever it is safe, "recursive" beyond (LARGE_N_THRESHOLD = None: no size threshold
+of its own; `large_n` forces the recursive path in tests and benchmarks). "lapack" factors the
+upper triangle of the Fortran view, as linrec's first releases did, so a fit that took that path
+before the recursive one existed gives the same bits today; the recursive path rounds
+differently (a few ulps). DEFAULT_BLOCK = 1024. A fixed rule rather than a timing at first use
+keeps a fit reproducible to the last bit. Two threads on a quiet machine: re-run --calibrate
+there before changing it.
 """
 
 from __future__ import annotations
@@ -52,8 +56,9 @@ from linrec.params import check_float_dtype
 
 #: largest n · itemsize (bytes per row) given to OpenBLAS's threaded potrf/potri (module docstring)
 LAPACK_SAFE_ROW_BYTES = 32 * 1024
-#: n at and above which `spd_inverse` takes the recursive path (measured: module docstring)
-LARGE_N_THRESHOLD = 2_000
+#: n at and above which `spd_inverse` takes the recursive path even where "lapack" is safe
+#: (None: none; the rule is the safe row size, module docstring)
+LARGE_N_THRESHOLD: int | None = None
 #: leaf size of the recursive path (rows of the blocks given to potrf, trtri, lauum, syrk, ...)
 DEFAULT_BLOCK = 1024
 
@@ -143,7 +148,8 @@ def add_to_diagonal(A: np.ndarray, values: float | np.ndarray) -> np.ndarray:
 
 
 def _symmetrize_from_upper(A: np.ndarray, tile: int = 256) -> None:
-    """Copy the upper triangle of the square C-order array A onto its lower triangle, in place,
+    """Copy the upper triangle of the square array A (C order, or its transpose: then the lower
+    triangle goes onto the upper, with the same strided tiles) onto its lower triangle, in place,
     in strips of `tile` columns (a strip's transpose stays in cache; one row strip at a time was
     3x slower at n = 8 000)."""
     n = A.shape[0]
@@ -154,12 +160,13 @@ def _symmetrize_from_upper(A: np.ndarray, tile: int = 256) -> None:
         A[stop:, start:stop] = A[start:stop, stop:].T
 
 
-def solver_path(n: int, dtype: FloatDtype, large_n: int = LARGE_N_THRESHOLD) -> str:
+def solver_path(n: int, dtype: FloatDtype, large_n: int | None = LARGE_N_THRESHOLD) -> str:
     """The path `spd_inverse` takes for an n x n matrix of `dtype`: "lapack" (one threaded
-    `?potrf` + `?potri` call) when n < large_n and a row of the matrix has at most
-    LAPACK_SAFE_ROW_BYTES, else "recursive" (see the module docstring)."""
+    `?potrf` + `?potri` call) when a row of the matrix has at most LAPACK_SAFE_ROW_BYTES (and
+    n < large_n, if given), else "recursive" (see the module docstring)."""
     row_bytes = n * np.dtype(dtype).itemsize
-    return "lapack" if n < large_n and row_bytes <= LAPACK_SAFE_ROW_BYTES else "recursive"
+    below = large_n is None or n < large_n
+    return "lapack" if below and row_bytes <= LAPACK_SAFE_ROW_BYTES else "recursive"
 
 
 def recursive_block(dtype: FloatDtype, block: int = DEFAULT_BLOCK) -> int:
@@ -169,13 +176,14 @@ def recursive_block(dtype: FloatDtype, block: int = DEFAULT_BLOCK) -> int:
 
 
 def spd_inverse(A: np.ndarray, dtype: FloatDtype | None = None, overwrite: bool = True,
-                large_n: int = LARGE_N_THRESHOLD, block: int = DEFAULT_BLOCK,
+                large_n: int | None = LARGE_N_THRESHOLD, block: int = DEFAULT_BLOCK,
                 n_threads: int | None = None) -> np.ndarray:
     """Inverse of the symmetric positive definite A (n x n) via Cholesky (spec §2.4).
 
     With `overwrite` (and A already C-contiguous of `dtype`), A itself is overwritten and returned:
-    the peak memory is one n x n array (no scratch beyond BLAS's packing buffers). Only the upper
-    triangle of A is read. The path is `solver_path(n, dtype, large_n)`; `block` is the leaf size
+    the peak memory is one n x n array (no scratch beyond BLAS's packing buffers). One triangle
+    of A is read (the lower on the "lapack" path, the upper on the recursive one): A must be
+    symmetric. The path is `solver_path(n, dtype, large_n)`; `block` is the leaf size
     of the recursive path (capped by `recursive_block`; see the module docstring). `n_threads`
     limits the BLAS threads (None: BLAS default, all cores; on a machine whose cores are busy with
     other work, 1 is several times faster). Raises NotPositiveDefiniteError when A is not SPD."""
@@ -190,10 +198,11 @@ def spd_inverse(A: np.ndarray, dtype: FloatDtype | None = None, overwrite: bool 
     if n == 0:
         return A
     fortran_view = A.T  # the same symmetric matrix; its lower triangle is A's upper triangle
+    path = solver_path(n, target, large_n)
     try:
         with blas_threads(n_threads):
-            if solver_path(n, target, large_n) == "lapack":
-                kernels.lapack_spd_inverse_lower(fortran_view)
+            if path == "lapack":
+                kernels.lapack_spd_inverse_upper(fortran_view)  # A's lower triangle
             else:
                 kernels.spd_inverse_lower(fortran_view, recursive_block(target, block))
     except kernels.LapackInfoError as err:
@@ -201,7 +210,7 @@ def spd_inverse(A: np.ndarray, dtype: FloatDtype | None = None, overwrite: bool 
             f"{err.routine}: the matrix is not positive definite (leading minor {err.index} is "
             "not positive); increase the regularization (e.g. lam > 0)"
         ) from None
-    _symmetrize_from_upper(A)
+    _symmetrize_from_upper(fortran_view if path == "lapack" else A)
     return A
 
 

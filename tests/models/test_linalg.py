@@ -109,13 +109,30 @@ def test_kernels_need_a_square_fortran_float_matrix():
         kernels.cholesky_lower(np.eye(3, dtype=np.int64, order="F"), 2)
 
 
-def test_spd_inverse_reads_only_the_upper_triangle():
+@pytest.mark.parametrize("kwargs, unread", [({}, np.triu_indices(90, 1)),
+                                            ({"large_n": 1, "block": 16}, np.tril_indices(90, -1))])
+def test_spd_inverse_reads_one_triangle(kwargs, unread):
+    """"lapack" reads A's lower triangle (the factor linrec always used), "recursive" its upper."""
     A = random_spd(90, seed=8)
-    expected = np.linalg.inv(A)
-    for kwargs in ({}, {"large_n": 1, "block": 16}):
-        B = A.copy()
-        B[np.tril_indices(90, -1)] = np.nan
-        np.testing.assert_allclose(spd_inverse(B, **kwargs), expected, rtol=0, atol=1e-10)
+    B = A.copy()
+    B[unread] = np.nan
+    np.testing.assert_allclose(spd_inverse(B, **kwargs), np.linalg.inv(A), rtol=0, atol=1e-10)
+
+
+def test_lapack_path_is_the_upper_potrf_potri_of_scipy_bit_for_bit():
+    """The same bits as scipy's potrf/potri on the Fortran view's upper triangle (the calls of
+    linrec's releases before the recursive path), so earlier published fits are reproduced."""
+    from scipy.linalg import lapack
+
+    for dtype in (np.float64, np.float32):
+        A = random_spd(300, seed=12).astype(dtype)
+        F = A.copy().T
+        potrf, potri = lapack.get_lapack_funcs(("potrf", "potri"), (F,))
+        U, info = potrf(F, lower=0, overwrite_a=1, clean=0)
+        inv, info2 = potri(U, lower=0, overwrite_c=1)
+        assert info == info2 == 0
+        expected = np.triu(inv) + np.triu(inv, 1).T
+        np.testing.assert_array_equal(spd_inverse(A.copy()), expected)
 
 
 def test_spd_inverse_single_thread_equals_default():
@@ -157,7 +174,7 @@ def test_solver_path_keeps_threaded_lapack_below_the_safe_row_size():
 
 def test_spd_inverse_above_the_safe_size_never_calls_whole_matrix_lapack(monkeypatch):
     monkeypatch.setattr(linalg, "LAPACK_SAFE_ROW_BYTES", 8 * 40)  # 40 float64 per row
-    monkeypatch.setattr(kernels, "lapack_spd_inverse_lower",
+    monkeypatch.setattr(kernels, "lapack_spd_inverse_upper",
                         lambda F: pytest.fail("threaded potrf/potri on an unsafe size"))
     A = random_spd(41, seed=9)
     P = spd_inverse(A.copy(), large_n=10**9)
