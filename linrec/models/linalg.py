@@ -2,7 +2,7 @@
 Gram matrix G = XᵀX, in-place SPD inverse (Cholesky), and the zero-diagonal (EASE-type) weights.
 
 `spd_inverse` computes A⁻¹ = L⁻ᵀ L⁻¹ (A = L Lᵀ) in place in about n³ flops (Cholesky n³/3,
-triangular inverse n³/3, LᵀL n³/3), then copies the lower triangle onto the upper. Two paths
+triangular inverse n³/3, LᵀL n³/3) on one triangle, then mirrors it onto the other. Two paths
 (`solver_path`):
 
 * "lapack": one `?potrf` + `?potri` call on the whole matrix (OpenBLAS, multithreaded).
