@@ -147,6 +147,11 @@ class MF(Recommender):
     def _item_table(self):
         return normalize_rows(self._items) if self.similarity == "cosine" else self._items
 
+    def _item_rows(self, items):
+        """The (normalised, for cosine) embeddings of the given items only."""
+        rows = self._items[items]
+        return normalize_rows(rows) if self.similarity == "cosine" else rows
+
     @property
     def user_embeddings_(self) -> np.ndarray:
         return self._users.detach().cpu().numpy()
@@ -462,26 +467,27 @@ class _Trainer:
 
     def _scores(self, user_rows, positives, negatives, extra):
         """s_pos (B,), s_neg (B, N) and s_ppos (B, M) or None, divided by the temperature.
-        The item table is normalised once per step, and every item score of the step comes
-        from one product, so its backward pass writes the table's gradient once: the full
-        product (full-catalogue losses), one gather of the batch's rows (shared negatives), or
-        one `sampled_dot` (per-example negatives)."""
+        Every item score of the step comes from one product, so its backward pass writes the
+        table's gradient once: the full product (full-catalogue losses), one gather of the
+        batch's rows (shared negatives: only the B + N (+ B·M) gathered rows are normalised),
+        or one `sampled_dot` (per-example negatives: its B·N rows would be ten times the table,
+        so the table is normalised once per step)."""
         torch = _torch()
-        items = self.model._item_table()
         t, batch = self.cfg.temperature, len(positives)
-        if negatives is None:  # full catalogue
-            scores = user_rows @ items.T / t
-            s_pos = scores.gather(1, positives[:, None])[:, 0]
-            return s_pos, scores, None if extra is None else scores.gather(1, extra)
-        if negatives.ndim == 1:  # shared by the batch
+        if negatives is not None and negatives.ndim == 1:  # shared by the batch
             parts = [positives, negatives] + ([] if extra is None else [extra.reshape(-1)])
-            rows = items[torch.cat(parts)]
+            rows = self.model._item_rows(torch.cat(parts))
             s_pos = (user_rows * rows[:batch]).sum(-1) / t
             s_neg = user_rows @ rows[batch:batch + len(negatives)].T / t
             s_ppos = None if extra is None else (
                 rows[batch + len(negatives):].view(batch, -1, rows.shape[1])
                 * user_rows[:, None, :]).sum(-1) / t
             return s_pos, s_neg, s_ppos
+        items = self.model._item_table()
+        if negatives is None:  # full catalogue
+            scores = user_rows @ items.T / t
+            s_pos = scores.gather(1, positives[:, None])[:, 0]
+            return s_pos, scores, None if extra is None else scores.gather(1, extra)
         parts = [positives[:, None], negatives] + ([] if extra is None else [extra])
         scores = sampled_dot(user_rows, items, torch.cat(parts, 1)) / t
         n = negatives.shape[1]
