@@ -15,6 +15,8 @@ log = logging.getLogger("linrec")
 _MAX_PRECHECKS = 64
 #: what `hydra/sweeper=optuna` selects (conf/hydra/sweeper/linrec_optuna.yaml)
 OPTUNA_SWEEPER = "hydra/sweeper=linrec_optuna"
+#: the sweeper of `linrec -m` without another one (conf/hydra/sweeper/linrec_basic.yaml)
+BASIC_SWEEPER = "hydra/sweeper=linrec_basic"
 
 
 def config_dir() -> str:
@@ -240,9 +242,13 @@ def main() -> None:
     if problem:
         print(f"linrec: error: {problem}", file=sys.stderr)
         sys.exit(2)
-    # Hydra's own Optuna config minimizes and is unseeded: linrec's maximizes and resumes
-    sys.argv = [OPTUNA_SWEEPER if a == "hydra/sweeper=optuna" else a for a in sys.argv]
+    # Hydra's own Optuna config minimizes and is unseeded: linrec's maximizes and resumes;
+    # its basic sweeper would compose every job a second time after precheck
+    chosen = {"hydra/sweeper=optuna": OPTUNA_SWEEPER, "hydra/sweeper=basic": BASIC_SWEEPER}
+    sys.argv = [chosen.get(a, a) for a in sys.argv]
     if {"-m", "--multirun"} & set(sys.argv[1:]):
+        if not any(a.lstrip("+").startswith("hydra/sweeper=") for a in sys.argv[1:]):
+            sys.argv.append(BASIC_SWEEPER)
         sys.argv += sweep_overrides([a for a in sys.argv[1:] if not a.startswith("-")])
     try:
         hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_task)()

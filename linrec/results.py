@@ -95,7 +95,7 @@ def imported_distributions(modules: Iterable[str] | None = None) -> list[str]:
     return sorted(found, key=str.lower)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _distribution_version(name: str) -> str | None:
     """The installed version of a distribution (None: not installed), read once per process
     (reading a distribution's metadata costs ~5 ms; a sweep's jobs share the process)."""

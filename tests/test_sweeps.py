@@ -134,6 +134,30 @@ def test_thread_budget_divides_the_cores(monkeypatch):
 # -- through the command --------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("sweeper", [[], ["hydra/sweeper=basic"]])
+def test_linrec_sweeps_compose_each_job_once_after_its_precheck(tmp_path, sweeper, monkeypatch):
+    """`linrec -m` runs linrec's basic sweeper (no second composition of every job) and still
+    refuses a bad job before any directory is made (the precheck composed and checked it)."""
+    done = linrec(tmp_path, "-m", "model.lam=1,10", *SMALL, *sweeper)
+    assert done.returncode == 0, done.stderr
+    for job in jobs(tmp_path).values():
+        hydra_yaml = (job / ".hydra" / "hydra.yaml").read_text()
+        assert "hydra_plugins.linrec_sweeper.basic.LinrecBasicSweeper" in hydra_yaml
+    elsewhere = tmp_path / "bad"
+    elsewhere.mkdir()
+    bad = linrec(elsewhere, "-m", "model.lam=1,-1", *SMALL, *sweeper)
+    assert bad.returncode == 2 and "lam" in bad.stderr, bad.stderr
+    assert not (elsewhere / "multirun").exists()
+
+    from hydra_plugins.linrec_sweeper.basic import LinrecBasicSweeper
+
+    calls = []
+    monkeypatch.setattr("hydra._internal.core_plugins.basic_sweeper.BasicSweeper."
+                        "validate_batch_is_legal", lambda self, batch: calls.append(batch))
+    LinrecBasicSweeper(max_batch_size=None, params=None).validate_batch_is_legal([["a=1"]])
+    assert calls == []
+
+
 def test_the_same_sweep_again_skips_complete_jobs_and_resume_false_reruns(tmp_path):
     first = linrec(tmp_path, "-m", "model.lam=1,10", *SMALL)
     assert first.returncode == 0, first.stderr
