@@ -149,11 +149,12 @@ def test_linrec_sweeps_compose_each_job_once_after_its_precheck(tmp_path, sweepe
     assert bad.returncode == 2 and "lam" in bad.stderr, bad.stderr
     assert not (elsewhere / "multirun").exists()
 
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra_plugins.linrec_sweeper.basic import LinrecBasicSweeper
 
     calls = []
-    monkeypatch.setattr("hydra._internal.core_plugins.basic_sweeper.BasicSweeper."
-                        "validate_batch_is_legal", lambda self, batch: calls.append(batch))
+    monkeypatch.setattr(BasicSweeper, "validate_batch_is_legal",
+                        lambda self, batch: calls.append(batch))
     LinrecBasicSweeper(max_batch_size=None, params=None).validate_batch_is_legal([["a=1"]])
     assert calls == []
 
