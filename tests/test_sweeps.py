@@ -136,8 +136,9 @@ def test_thread_budget_divides_the_cores(monkeypatch):
 
 @pytest.mark.parametrize("sweeper", [[], ["hydra/sweeper=basic"]])
 def test_linrec_sweeps_compose_each_job_once_after_its_precheck(tmp_path, sweeper, monkeypatch):
-    """`linrec -m` runs linrec's basic sweeper (no second composition of every job) and still
-    refuses a bad job before any directory is made (the precheck composed and checked it)."""
+    """`linrec -m` runs linrec's basic sweeper (no validation pass composing every job) and
+    still refuses a bad value before any directory is made (the precheck composed and checked
+    every swept value)."""
     done = linrec(tmp_path, "-m", "model.lam=1,10", *SMALL, *sweeper)
     assert done.returncode == 0, done.stderr
     for job in jobs(tmp_path).values():
@@ -150,6 +151,7 @@ def test_linrec_sweeps_compose_each_job_once_after_its_precheck(tmp_path, sweepe
     assert not (elsewhere / "multirun").exists()
 
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
     from hydra_plugins.linrec_sweeper.basic import LinrecBasicSweeper
 
     calls = []
