@@ -157,6 +157,12 @@ def measure(kind: str, n_items: int, n_users: int, nnz: int, dtype: str, seed: i
     return json.loads(out.strip().splitlines()[-1])
 
 
+def print_header(header: str) -> None:
+    """A table's header line and the rule under it."""
+    print(header)
+    print("-" * len(header))
+
+
 def gib(n_bytes: float) -> str:
     return f"{n_bytes / 2**30:6.2f}"
 
@@ -167,8 +173,7 @@ def run_sizes(sizes: list[int], density: float, seed: int) -> None:
     header = (f"{'items':>6} {'nnz':>9} | {'ref s':>7} {'ref GiB':>7} | {'ours s':>7} "
               f"{'ours GiB':>8} | {'speed-up':>8} {'data GiB':>8} | {'max|Δscore|':>11} | "
               f"{'ours f32 s':>10} {'f32 GiB':>7}")
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     with tempfile.TemporaryDirectory() as tmp:
         for n_items in sizes:
             n_users, nnz = 5 * n_items, int(density * 5 * n_items * n_items)
@@ -185,8 +190,7 @@ def run_sizes(sizes: list[int], density: float, seed: int) -> None:
     print("Gram G = XᵀX (dense float64): linrec.models.linalg.gram vs scipy (X.T @ X).toarray()")
     header = (f"{'items':>6} {'nnz':>9} | {'scipy s':>8} {'GiB':>6} | {'ours s':>7} {'GiB':>6} "
               "| speed-up")
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     for n_items in sizes:
         n_users, nnz = 5 * n_items, int(density * 5 * n_items * n_items)
         ref = measure("gram_scipy", n_items, n_users, nnz, "float64", seed)
@@ -347,8 +351,7 @@ def run_inverse(sizes: list[int], dtypes: list[str], seed: int, large_n: int, bl
     header = (f"{'n':>6} {'dtype':>7} {'path':>9} | {'inverse s':>9} {'GFLOP/s':>8} | "
               f"{'GEMM GFLOP/s':>13} | {'ratio':>5} | {'matrix GiB':>10} {'peak GiB':>8} "
               f"{'extra MiB':>9} | {'resid':>8}")
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     for n in sizes:
         for dtype in dtypes:
             matrix = n * n * np.dtype(dtype).itemsize
@@ -420,8 +423,7 @@ def run_calibrate(seed: int, rounds: int, dtypes: list[str]) -> None:
           "block N")
     names = ["lapack"] + [f"rec{b}" for b in CALIBRATE_BLOCKS]
     header = f"{'n':>6} {'dtype':>7} | {'GEMM GF':>8} | " + " ".join(f"{x:>7}" for x in names)
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     for dtype in dtypes:
         for n in CALIBRATE_SIZES[dtype]:
             argv = ["--worker", "calibrate", "--n-items", str(n), "--dtype", dtype, "--seed",
