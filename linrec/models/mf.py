@@ -40,7 +40,12 @@ from linrec.hardware import torch_threads
 from linrec.models.base import Recommender, Validation, binary_pattern
 from linrec.models.configs import MFConfig
 from linrec.models.linalg import thread_count
-from linrec.models.mf_ops import keep_freed_memory, normalize_rows, sampled_dot
+from linrec.models.mf_ops import (
+    keep_freed_memory,
+    normalize_rows,
+    sampled_dot,
+    squared_norm_with_l2,
+)
 from linrec.models.samplers import TrainingSampler
 
 log = logging.getLogger(__name__)
@@ -184,26 +189,23 @@ class MF(Recommender):
             _Trainer(self, pattern, validation).run()
 
 
-def _clip_grad_norm(tables, max_norm: float) -> None:
-    """torch.nn.utils.clip_grad_norm_ (total 2-norm, coefficient max/(norm + 1e-6) capped at
-    1), without its multiplication by 1.0 when nothing is clipped on a CPU (a pass over both
-    tables per step; on a GPU the test would be a synchronisation, so it always multiplies)."""
-    torch = _torch()
-    grads = [t.grad for t in tables]
-    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-    coefficient = torch.clamp(max_norm / (total + 1e-6), max=1.0)
-    if grads[0].device.type != "cpu" or float(coefficient) < 1.0:
-        for grad in grads:
-            grad.mul_(coefficient)
+def _clip_coefficient(tables, max_norm: float, reg: float) -> float:
+    """torch.nn.utils.clip_grad_norm_'s coefficient, max/(norm + 1e-6) capped at 1, of the
+    gradient with the `full_table` L2 term: norm = ‖(g_U + reg·U, g_I + reg·I)‖ (the L2 term
+    is added by Adam's weight_decay, so it is not written here: one read of each table)."""
+    total = sum(squared_norm_with_l2(t.grad, t, reg) for t in tables)
+    return min(1.0, max_norm / (math.sqrt(total) + 1e-6))
 
 
-def _adam(parameters, lr: float):
-    """Adam, fused into one kernel where this torch has it for the device (same update)."""
+def _adam(parameters, lr: float, weight_decay: float):
+    """Adam, fused into one kernel where this torch has it for the device (same update).
+    `weight_decay` adds weight_decay·W to the gradient inside that kernel: the `full_table`
+    L2 term, bitwise the same as adding it to the gradient first."""
     torch = _torch()
     try:
-        return torch.optim.Adam(parameters, lr=lr, fused=True)
+        return torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay, fused=True)
     except (RuntimeError, TypeError, ValueError):
-        return torch.optim.Adam(parameters, lr=lr)
+        return torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay)
 
 
 class _Trainer:
@@ -226,7 +228,9 @@ class _Trainer:
         model._items = (torch.randn((n_items, cfg.dim), generator=self.generator,
                                     device=self.device) * std).requires_grad_(True)
         model.n_items_ = n_items  # scorable during training (the validation callback)
-        self.optimizer = _adam([model._users, model._items], cfg.lr)
+        #: (reg/2)‖W‖² over the whole tables: its gradient reg·W is added by Adam
+        self.table_reg = cfg.reg if cfg.reg_mode == "full_table" else 0.0
+        self.optimizer = _adam([model._users, model._items], cfg.lr, self.table_reg)
         self.schedule = _Plateau(cfg.lr_factor, cfg.lr_patience, cfg.min_lr, cfg.stop_patience,
                                  cfg.min_delta)
         self.sampler = TrainingSampler(cfg.sampling, train, self.device, self.generator)
@@ -299,6 +303,8 @@ class _Trainer:
             self.model._users.copy_(state["params"]["users"])
             self.model._items.copy_(state["params"]["items"])
         self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:  # the config's, not the file's
+            group["weight_decay"] = self.table_reg
         self.schedule.load_state_dict(state["schedule"])
         # a generator's state is a CPU byte tensor whatever its device; map_location moved it
         self.generator.set_state(state["generator"].cpu())
@@ -422,14 +428,18 @@ class _Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         loss = self._batch_loss(batch)
         loss.backward()
-        if cfg.reg > 0 and cfg.reg_mode == "full_table":
-            # (reg/2)‖W‖² over the whole tables: its gradient reg·W added in place (autograd
-            # would write four table-sized temporaries); `_epoch` records its value
+        # the `full_table` L2 gradient reg·W is added by Adam (`_epoch` records its value)
+        coefficient = _clip_coefficient(tables, cfg.grad_clip, self.table_reg) \
+            if cfg.grad_clip > 0 else 1.0
+        if coefficient < 1.0:  # clip g + reg·W: scale g here and the L2 term in Adam
             for table in tables:
-                table.grad.add_(table.detach(), alpha=cfg.reg)
-        if cfg.grad_clip > 0:
-            _clip_grad_norm(tables, cfg.grad_clip)
+                table.grad.mul_(coefficient)
+            for group in self.optimizer.param_groups:
+                group["weight_decay"] = coefficient * self.table_reg
         self.optimizer.step()
+        if coefficient < 1.0:
+            for group in self.optimizer.param_groups:
+                group["weight_decay"] = self.table_reg
         return loss.detach()
 
     def _batch_loss(self, batch):

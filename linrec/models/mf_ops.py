@@ -1,7 +1,11 @@
-"""The MF trainer's two hot operations as custom autograd functions.
+"""The MF trainer's hot operations: two custom autograd functions and the clipping norm.
 
-`normalize_rows(x)`: x / ‖x‖ per row, with a backward that allocates two tables instead of the
-five temporaries of `F.normalize` (the item table is normalised every step).
+`normalize_rows(x)`: x / ‖x‖ per row, with a backward that is one compiled pass on a CPU (two
+torch ops elsewhere) instead of the five temporaries of `F.normalize` (the item table is
+normalised every step).
+
+`squared_norm_with_l2(grad, weights, reg)`: ‖grad + reg·weights‖², the clipping norm with the
+L2 gradient that Adam adds itself, in one read of each table.
 
 `sampled_dot(rows, table, index)`: scores of sampled items, s[b, n] = ⟨rows[b], table[index[b,
 n]]⟩, without the B·N·d gather.
@@ -16,7 +20,9 @@ traffic, and the page faults of allocating it, are most of an MF epoch. Here:
 - backward, rows: grad_rows[b] = Σ_n g[b, n] · table[index[b, n]] is one `embedding_bag` (bags =
   batch rows, per-sample weights = g);
 - backward, table: grad_table[i] = Σ_{(b,n): index[b,n] = i} g[b, n] · rows[b] is another
-  `embedding_bag` over the pattern sorted by item (a stable argsort: bags = items).
+  `embedding_bag` over the pattern sorted by item (a stable sort, bags = items: one compiled
+  counting sort on a CPU, `_mf_kernels`, with the permutations of the scores and their
+  gradients; torch's sort elsewhere).
 
 Every output element is a sum in a fixed order, so results do not depend on thread timing (the
 bmm backward does on CPU). Works on any device; shapes: rows (B, d), table (n, d), index (B, N)
@@ -29,6 +35,8 @@ import ctypes
 import logging
 import sys
 from typing import Any
+
+import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +52,53 @@ def sampled_dot(rows: Any, table: Any, index: Any) -> Any:
 def normalize_rows(x: Any) -> Any:
     """x (n, d) / max(‖x_i‖, EPS) row-wise, differentiable (the value of F.normalize)."""
     return _functions()[1].apply(x)
+
+
+def squared_norm_with_l2(grad: Any, weights: Any, reg: float) -> float:
+    """‖grad + reg·weights‖² of one table (n, d), summed in float64, without writing the sum
+    (one read of each on a CPU)."""
+    import torch
+
+    if grad.device.type != "cpu":
+        return float(torch.linalg.vector_norm(grad.add(weights, alpha=reg), dtype=torch.float64)
+                     ** 2)
+    from linrec.models import _mf_kernels
+
+    rows = np.empty(grad.shape[0])
+    run_on_rows(_mf_kernels.shifted_square_norms, grad.shape[0], grad.contiguous().numpy(),
+                weights.detach().contiguous().numpy(), float(reg), rows)
+    return float(rows.sum())
+
+
+def run_on_rows(kernel, n_rows: int, *args: Any) -> None:
+    """kernel(*args, start, stop) over [0, n_rows) in chunks on torch's thread count (at least
+    `_ROWS_PER_THREAD` rows each); the first chunk in this thread."""
+    import torch
+
+    threads = max(1, min(torch.get_num_threads(), n_rows // _ROWS_PER_THREAD))
+    bounds = [n_rows * k // threads for k in range(threads + 1)]
+    if threads == 1:
+        kernel(*args, 0, n_rows)
+        return
+    pending = [_pool(threads).submit(kernel, *args, start, stop)
+               for start, stop in zip(bounds[1:-1], bounds[2:], strict=True)]
+    kernel(*args, bounds[0], bounds[1])
+    for future in pending:
+        future.result()
+
+
+#: fewer rows than this per thread are not worth a hand-off
+_ROWS_PER_THREAD = 2048
+_POOLS: dict[int, Any] = {}
+
+
+def _pool(threads: int):
+    """A process-wide pool of threads - 1 workers (the caller is the other thread)."""
+    if threads not in _POOLS:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOLS[threads] = ThreadPoolExecutor(threads - 1, thread_name_prefix="linrec-mf")
+    return _POOLS[threads]
 
 
 def keep_freed_memory() -> None:
@@ -88,26 +143,62 @@ def _build():
             warnings.simplefilter("ignore", UserWarning)
             return torch.sparse_csr_tensor(crow, columns, zeros, shape, check_invariants=False)
 
+    def sort_by_item(index, n_items):
+        """The (batch, draw) pattern of index (B, N) sorted by item, stably: each table row is
+        then read once, and the backward's per-item sums run in (b, n) order. Returns order
+        (B·N,) (flat positions), counts and offsets (n_items,) of the items' segments and
+        bag_rows (B·N,) (batch rows), int32 (int64 beyond 2³¹ draws): one counting sort on a
+        CPU; elsewhere torch's stable sort of int32 keys (its cheapest), int64."""
+        if index.device.type == "cpu":
+            from linrec.models import _mf_kernels
+
+            # int32 where it fits: half the memory traffic of the random writes
+            dtype = torch.int32 if index.numel() < 2**31 else torch.int64
+            order, bag_rows = (torch.empty(index.numel(), dtype=dtype) for _ in "ob")
+            counts, offsets = (torch.empty(n_items, dtype=dtype) for _ in "co")
+            _mf_kernels.sort_by_item(index.contiguous().numpy(), n_items, counts.numpy(),
+                                     offsets.numpy(), order.numpy(), bag_rows.numpy())
+            return order, counts, offsets, bag_rows
+        flat = index.reshape(-1)
+        order = torch.sort(flat.to(torch.int32), stable=True)[1]
+        counts = torch.bincount(flat, minlength=n_items)
+        bag_rows = torch.div(order, index.shape[1], rounding_mode="floor")
+        return order, counts, torch.cumsum(counts, 0) - counts, bag_rows
+
+    def gather(values, order):
+        """values[order] (1-d)."""
+        if values.device.type != "cpu":
+            return values[order]
+        from linrec.models import _mf_kernels
+
+        out = torch.empty(order.shape, dtype=values.dtype)
+        _mf_kernels.gather(values.detach().contiguous().numpy(), order.numpy(), out.numpy())
+        return out
+
+    def scatter(values, order):
+        """out with out[order] = values (1-d; order a permutation)."""
+        if values.device.type != "cpu":
+            out = torch.empty_like(values)
+            out[order] = values
+            return out
+        from linrec.models import _mf_kernels
+
+        out = torch.empty(order.shape, dtype=values.dtype)
+        _mf_kernels.scatter(values.detach().contiguous().numpy(), order.numpy(), out.numpy())
+        return out
+
     class SampledDot(torch.autograd.Function):
         @staticmethod
         def forward(ctx, rows, table, index):
             batch, n = index.shape
-            flat = index.reshape(-1)
-            # the pattern sorted by item (a stable int32 sort is the cheapest on CPU): each
-            # table row is then read once, and the backward's per-item sums need this order
-            order = torch.sort(flat.to(torch.int32), stable=True)[1]
-            counts = torch.bincount(flat, minlength=table.shape[0])
-            offsets = torch.cumsum(counts, 0) - counts
-            bag_rows = torch.div(order, n, rounding_mode="floor")
+            order, counts, offsets, bag_rows = sort_by_item(index, table.shape[0])
             ctx.save_for_backward(rows, table, index, order, offsets, bag_rows)
             if n >= table.shape[0]:  # more draws per row than items: the dense product is
                 # cheaper (and the CSR pattern would hold more entries than its matrix)
                 return (rows @ table.T).gather(1, index)
             by_item = pattern_csr(offsets, counts, bag_rows, (table.shape[0], batch), rows)
             values = torch.sparse.sampled_addmm(by_item, table, rows.T, beta=0.0).values()
-            scores = torch.empty_like(values)
-            scores[order] = values
-            return scores.view(batch, n)
+            return scatter(values, order).view(batch, n)
 
         @staticmethod
         def backward(ctx, grad):
@@ -118,7 +209,7 @@ def _build():
                 grad_rows = F.embedding_bag(index, table, per_sample_weights=grad, mode="sum")
             if ctx.needs_input_grad[1]:  # one bag per item
                 grad_table = F.embedding_bag(bag_rows, rows, offsets,
-                                             per_sample_weights=grad.reshape(-1)[order],
+                                             per_sample_weights=gather(grad.reshape(-1), order),
                                              mode="sum")
             return grad_rows, grad_table, None
 
@@ -135,7 +226,15 @@ def _build():
         @staticmethod
         def backward(ctx, grad):
             y, inverse, normalized = ctx.saved_tensors  # (g − y⟨g, y⟩)/‖x‖
-            along = (grad * y).sum(1, keepdim=True).mul_(normalized).mul_(inverse)
-            return (grad * inverse).addcmul_(y, along, value=-1.0)
+            if grad.device.type != "cpu":
+                along = (grad * y).sum(1, keepdim=True).mul_(normalized).mul_(inverse)
+                return (grad * inverse).addcmul_(y, along, value=-1.0)
+            from linrec.models import _mf_kernels
+
+            out = torch.empty_like(y)  # one pass (torch's ops: four, and two temporaries)
+            run_on_rows(_mf_kernels.normalize_backward_rows, len(y),
+                        grad.contiguous().numpy(), y.numpy(), inverse.view(-1).numpy(),
+                        normalized.view(-1).numpy(), out.numpy())
+            return out
 
     return SampledDot, NormalizeRows

@@ -337,20 +337,39 @@ def test_a_cosine_loss_with_dot_scores_fails_at_composition():
         run_config(compose_config("model=mf", "loss=ccl", "model.similarity=dot"))
 
 
-def test_gradient_clipping_matches_torch():
+@pytest.mark.parametrize("clip", [1e-4, 1e4, 0.0], ids=["clipped", "not clipped", "off"])
+def test_a_step_is_the_textbook_l2_clip_and_adam_step(split, tmp_path, clip):
+    """`_step` (L2 added by Adam's weight_decay, the clipping coefficient read from one pass)
+    equals the plain computation: loss + (reg/2)‖W‖², backward, torch's clip_grad_norm_,
+    torch's unfused Adam without weight decay."""
     import torch
 
-    g = torch.Generator().manual_seed(0)
-    for scale in (1e-3, 1e3):  # below and above the threshold
-        tables = [torch.zeros(5, 3, requires_grad=True), torch.zeros(4, 3, requires_grad=True)]
-        copies = [torch.zeros(5, 3, requires_grad=True), torch.zeros(4, 3, requires_grad=True)]
-        for a, b in zip(tables, copies, strict=True):
-            a.grad = torch.randn(a.shape, generator=g) * scale
-            b.grad = a.grad.clone()
-        mf_module._clip_grad_norm(tables, 10.0)
-        torch.nn.utils.clip_grad_norm_(copies, 10.0)
-        for a, b in zip(tables, copies, strict=True):
-            torch.testing.assert_close(a.grad, b.grad, rtol=1e-6, atol=0)
+    model = MF(**FAST, reg=0.05, grad_clip=clip, checkpoint_dir=str(tmp_path / "step"))
+    trainer = mf_module._Trainer(model, split.train.astype(np.float64), None)
+    tables = (model._users, model._items)
+    start = [t.detach().clone() for t in tables]
+    state = trainer.generator.get_state()
+    batch = next(trainer._batches())
+    for _ in range(3):
+        trainer._step(batch)
+    ours = [t.detach().clone() for t in tables]
+
+    with torch.no_grad():
+        for table, value in zip(tables, start, strict=True):
+            table.copy_(value)
+    trainer.generator.set_state(state)
+    batch = next(trainer._batches())
+    adam = torch.optim.Adam(tables, lr=model.config.lr)
+    for _ in range(3):
+        adam.zero_grad()
+        loss = trainer._batch_loss(batch) + 0.05 / 2 * sum((t ** 2).sum() for t in tables)
+        loss.backward()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(tables, clip)
+        adam.step()
+    for got, want, before in zip(ours, tables, start, strict=True):
+        torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-7)
+        assert not torch.equal(got, before)
 
 
 def test_debiased_infonce_logs_the_share_of_clamped_rows(split, tmp_path):
