@@ -382,6 +382,9 @@ class MFConfig(ModelConfig):
     loss: Any = field(default_factory=lambda: _default_loss())
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     lr: float = param(1e-4, gt=0)
+    optimizer: str = param("adam", choices=("adam", "sparse_adam"),
+                           doc="sparse_adam: torch's lazy Adam, only the rows a step touches "
+                               "are updated (shared negatives, batch_rows L2 or none)")
     batch_size: int = param(512, ge=1, doc="(user, positive) pairs per step")
     epochs: int = param(100, ge=1, doc="at most this many epochs")
     grad_clip: float = param(10.0, ge=0, doc="max gradient norm (0 = off)")
@@ -412,9 +415,28 @@ class MFConfig(ModelConfig):
         if self.loss.cosine and self.similarity != "cosine":
             raise ConfigError(f"loss {self.loss.name} is defined for cosine scores: set "
                               f"model.similarity=cosine (now {self.similarity})")
+        if self.optimizer == "sparse_adam":
+            self._check_sparse_adam()
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ConfigError(f"mf.device={self.device!r} is not allowed; allowed: cpu, cuda, "
                               "cuda:<n>")
+
+
+    def _check_sparse_adam(self) -> None:
+        """sparse_adam updates only the rows a step's gradient touches: the L2 term of
+        `full_table` touches every row, and per-example negatives or a full-catalogue loss
+        touch nearly every item (nothing to gain, and a dense gradient)."""
+        if self.reg > 0 and self.reg_mode == "full_table":
+            raise ConfigError(f"model.optimizer=sparse_adam updates only the rows of a step; "
+                              f"model.reg={self.reg:g} with reg_mode=full_table touches every "
+                              "row: set model.reg_mode=batch_rows or model.reg=0")
+        if self.loss.full_catalogue:
+            raise ConfigError(f"model.optimizer=sparse_adam: loss {self.loss.name} scores every "
+                              "item, so every row changes each step: use model.optimizer=adam")
+        if self.sampling.negatives != "shared":
+            raise ConfigError("model.optimizer=sparse_adam needs model.sampling.negatives="
+                              f"shared (now {self.sampling.negatives}): per-example negatives "
+                              "touch nearly every item each step; use model.optimizer=adam")
 
 
 def _default_loss() -> Any:

@@ -61,8 +61,11 @@ class LossConfig(Params):
 
 
 def _reduce(values: torch.Tensor, how: str) -> torch.Tensor:
-    """Mean or sum over the last axis."""
-    return values.mean(-1) if how == "mean" else values.sum(-1)
+    """Mean or sum over the last axis. The mean is the sum divided by the count (what
+    `mean` computes), whose backward is an expanded view, not the (B, N) tensor that
+    `mean`'s backward writes."""
+    total = values.sum(-1)
+    return total / values.shape[-1] if how == "mean" else total
 
 
 def _cat_pos(s_pos: torch.Tensor, s_neg: torch.Tensor) -> torch.Tensor:
@@ -302,7 +305,7 @@ class CCLLoss(_Pointwise):
         return _torch().relu(1.0 - s_pos)
 
     def negative_term(self, s):
-        return _torch().relu(s - self.margin)
+        return (s - self.margin).relu_()  # in place on the difference: one (B, N) tensor
 
 
 @dataclass

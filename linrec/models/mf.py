@@ -146,7 +146,7 @@ class MF(Recommender):
             return out
 
     def _user_rows(self, users):
-        rows = self._users[users]
+        rows = self._rows(self._users, users)
         return normalize_rows(rows) if self.similarity == "cosine" else rows
 
     def _item_table(self):
@@ -154,8 +154,15 @@ class MF(Recommender):
 
     def _item_rows(self, items):
         """The (normalised, for cosine) embeddings of the given items only."""
-        rows = self._items[items]
+        rows = self._rows(self._items, items)
         return normalize_rows(rows) if self.similarity == "cosine" else rows
+
+    def _rows(self, table, ids):
+        """table[ids], whose gradient is a sparse tensor of the touched rows under
+        `optimizer: sparse_adam` (a dense table otherwise)."""
+        if self.optimizer == "sparse_adam":
+            return _torch().nn.functional.embedding(ids, table, sparse=True)
+        return table[ids]
 
     @property
     def user_embeddings_(self) -> np.ndarray:
@@ -208,6 +215,61 @@ def _adam(parameters, lr: float, weight_decay: float):
         return torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay)
 
 
+def _sparse_adam(parameters, lr: float):
+    """torch's SparseAdam (lazy Adam: only the rows in a step's sparse gradient have their
+    moments and values updated; its bias corrections count every step), bitwise the same
+    update, with the rows gathered and written back by index instead of torch's sparse-tensor
+    arithmetic (several sparse ops and coalesces per table and step)."""
+    global _RowAdam
+    if _RowAdam is None:
+        _RowAdam = _build_row_adam()
+    return _RowAdam(parameters, lr=lr)
+
+
+_RowAdam = None
+
+
+def _build_row_adam():
+    torch = _torch()
+
+    class RowAdam(torch.optim.SparseAdam):
+        @torch.no_grad()
+        def step(self, closure=None):
+            if closure is not None:
+                raise ValueError("mf's sparse Adam takes no closure")
+            for group in self.param_groups:
+                beta1, beta2 = group["betas"]
+                for param in group["params"]:
+                    if param.grad is None:
+                        continue
+                    if not param.grad.is_sparse:
+                        raise RuntimeError("sparse_adam got a dense gradient")
+                    state = self.state[param]
+                    if not state:
+                        state["step"] = 0
+                        state["exp_avg"] = torch.zeros_like(param)
+                        state["exp_avg_sq"] = torch.zeros_like(param)
+                    state["step"] += 1
+                    grad = param.grad.coalesce()  # the update is not linear: unique rows
+                    rows, values = grad.indices()[0], grad.values()
+                    if values.numel() == 0:
+                        continue
+                    # torch's order of operations: m += (g - m)(1 - β1), v += (g² - v)(1 - β2)
+                    old = state["exp_avg"].index_select(0, rows)
+                    mean = values.sub(old).mul_(1 - beta1).add_(old)
+                    old = state["exp_avg_sq"].index_select(0, rows)
+                    square = values.pow(2).sub_(old).mul_(1 - beta2).add_(old)
+                    state["exp_avg"].index_copy_(0, rows, mean)
+                    state["exp_avg_sq"].index_copy_(0, rows, square)
+                    step = state["step"]
+                    step_size = group["lr"] * math.sqrt(1 - beta2 ** step) / (1 - beta1 ** step)
+                    param.index_add_(0, rows, -step_size * mean.div_(square.sqrt_().add_(
+                        group["eps"])))
+            return None
+
+    return RowAdam
+
+
 class _Trainer:
     """One fit of an MF model: setup (or resume), the epoch loop, evaluation, checkpoints."""
 
@@ -230,7 +292,9 @@ class _Trainer:
         model.n_items_ = n_items  # scorable during training (the validation callback)
         #: (reg/2)‖W‖² over the whole tables: its gradient reg·W is added by Adam
         self.table_reg = cfg.reg if cfg.reg_mode == "full_table" else 0.0
-        self.optimizer = _adam([model._users, model._items], cfg.lr, self.table_reg)
+        self.optimizer = _adam([model._users, model._items], cfg.lr, self.table_reg) \
+            if cfg.optimizer == "adam" else \
+            _sparse_adam([model._users, model._items], cfg.lr)
         self.schedule = _Plateau(cfg.lr_factor, cfg.lr_patience, cfg.min_lr, cfg.stop_patience,
                                  cfg.min_delta)
         self.sampler = TrainingSampler(cfg.sampling, train, self.device, self.generator)
@@ -303,8 +367,8 @@ class _Trainer:
             self.model._users.copy_(state["params"]["users"])
             self.model._items.copy_(state["params"]["items"])
         self.optimizer.load_state_dict(state["optimizer"])
-        for group in self.optimizer.param_groups:  # the config's, not the file's
-            group["weight_decay"] = self.table_reg
+        if self.cfg.optimizer == "adam":  # the config's, not the file's
+            self.optimizer.param_groups[0]["weight_decay"] = self.table_reg
         self.schedule.load_state_dict(state["schedule"])
         # a generator's state is a CPU byte tensor whatever its device; map_location moved it
         self.generator.set_state(state["generator"].cpu())
@@ -428,18 +492,21 @@ class _Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         loss = self._batch_loss(batch)
         loss.backward()
+        if cfg.optimizer == "sparse_adam":  # the touched rows, each once
+            for table in tables:
+                table.grad = table.grad.coalesce()
         # the `full_table` L2 gradient reg·W is added by Adam (`_epoch` records its value)
         coefficient = _clip_coefficient(tables, cfg.grad_clip, self.table_reg) \
             if cfg.grad_clip > 0 else 1.0
+        scale_l2 = coefficient < 1.0 and self.table_reg > 0
         if coefficient < 1.0:  # clip g + reg·W: scale g here and the L2 term in Adam
             for table in tables:
                 table.grad.mul_(coefficient)
-            for group in self.optimizer.param_groups:
-                group["weight_decay"] = coefficient * self.table_reg
+        if scale_l2:
+            self.optimizer.param_groups[0]["weight_decay"] = coefficient * self.table_reg
         self.optimizer.step()
-        if coefficient < 1.0:
-            for group in self.optimizer.param_groups:
-                group["weight_decay"] = self.table_reg
+        if scale_l2:
+            self.optimizer.param_groups[0]["weight_decay"] = self.table_reg
         return loss.detach()
 
     def _batch_loss(self, batch):
@@ -471,12 +538,14 @@ class _Trainer:
         else:
             value = loss_fn(s_pos, s_neg, s_ppos, tau, neg_logq, self.score_floor).mean()
         if cfg.reg > 0 and cfg.reg_mode == "batch_rows":
-            rows = torch.cat([model._users[users], model._items[positives]])
+            rows = torch.cat([model._rows(model._users, users),
+                              model._rows(model._items, positives)])
             value = value + cfg.reg / 2 * (rows ** 2).sum()
         return value
 
     def _scores(self, user_rows, positives, negatives, extra):
-        """s_pos (B,), s_neg (B, N) and s_ppos (B, M) or None, divided by the temperature.
+        """s_pos (B,), s_neg (B, N) and s_ppos (B, M) or None, divided by the temperature (the
+        B user rows are divided, not the B·N scores; at t = 1 the scores are left as they are).
         Every item score of the step comes from one product, so its backward pass writes the
         table's gradient once: the full product (full-catalogue losses), one gather of the
         batch's rows (shared negatives: only the B + N (+ B·M) gathered rows are normalised),
@@ -484,21 +553,23 @@ class _Trainer:
         so the table is normalised once per step)."""
         torch = _torch()
         t, batch = self.cfg.temperature, len(positives)
+        if t != 1.0:
+            user_rows = user_rows / t
         if negatives is not None and negatives.ndim == 1:  # shared by the batch
             parts = [positives, negatives] + ([] if extra is None else [extra.reshape(-1)])
             rows = self.model._item_rows(torch.cat(parts))
-            s_pos = (user_rows * rows[:batch]).sum(-1) / t
-            s_neg = user_rows @ rows[batch:batch + len(negatives)].T / t
+            s_pos = (user_rows * rows[:batch]).sum(-1)
+            s_neg = user_rows @ rows[batch:batch + len(negatives)].T
             s_ppos = None if extra is None else (
                 rows[batch + len(negatives):].view(batch, -1, rows.shape[1])
-                * user_rows[:, None, :]).sum(-1) / t
+                * user_rows[:, None, :]).sum(-1)
             return s_pos, s_neg, s_ppos
         items = self.model._item_table()
         if negatives is None:  # full catalogue
-            scores = user_rows @ items.T / t
+            scores = user_rows @ items.T
             s_pos = scores.gather(1, positives[:, None])[:, 0]
             return s_pos, scores, None if extra is None else scores.gather(1, extra)
         parts = [positives[:, None], negatives] + ([] if extra is None else [extra])
-        scores = sampled_dot(user_rows, items, torch.cat(parts, 1)) / t
+        scores = sampled_dot(user_rows, items, torch.cat(parts, 1))
         n = negatives.shape[1]
         return scores[:, 0], scores[:, 1:1 + n], None if extra is None else scores[:, 1 + n:]

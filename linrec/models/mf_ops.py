@@ -59,6 +59,8 @@ def squared_norm_with_l2(grad: Any, weights: Any, reg: float) -> float:
     (one read of each on a CPU)."""
     import torch
 
+    if grad.is_sparse:  # coalesced, as the sparse Adam gets it (and no L2 term: reg = 0)
+        return float(torch.linalg.vector_norm(grad.values(), dtype=torch.float64) ** 2)
     if grad.device.type != "cpu":
         return float(torch.linalg.vector_norm(grad.add(weights, alpha=reg), dtype=torch.float64)
                      ** 2)

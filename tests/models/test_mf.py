@@ -42,7 +42,9 @@ def fit(split, tmp_path, name: str = "run", validation: bool = True, **params):
     {"loss": {"name": "softmax"}, "temperature": 0.2},
     {"loss": {"name": "debiased_ccl"}, "sampling": {"n_negatives": 40, "n_positives": 5},
      "dropout": 0.1},
-], ids=["per_example", "shared", "full catalogue", "debiased with dropout"])
+    {"sampling": {"negatives": "shared", "n_negatives": 40}, "optimizer": "sparse_adam",
+     "reg_mode": "batch_rows"},
+], ids=["per_example", "shared", "full catalogue", "debiased with dropout", "sparse adam"])
 def test_same_seed_same_fit_and_another_seed_another(split, tmp_path, setting):
     """Bitwise equal on two threads (the bmm backward this replaced was not)."""
     a = fit(split, tmp_path, "a", epochs=3, num_threads=2, **setting)
@@ -82,17 +84,24 @@ def _kill_in_the_middle_of_epoch_4(monkeypatch):
     monkeypatch.setattr(mf_module._Trainer, "_step", killed)
 
 
-@pytest.mark.parametrize("kill", [_kill_after_the_epoch_3_checkpoint,
-                                  _kill_in_the_middle_of_epoch_4],
-                         ids=["after a checkpoint", "mid-epoch"])
+SPARSE = {"optimizer": "sparse_adam", "reg_mode": "batch_rows",
+          "sampling": {"negatives": "shared", "n_negatives": 40}}
+
+
+@pytest.mark.parametrize("kill, settings", [
+    (_kill_after_the_epoch_3_checkpoint, DEBIASED),
+    (_kill_in_the_middle_of_epoch_4, DEBIASED),
+    (_kill_in_the_middle_of_epoch_4, SPARSE),
+], ids=["after a checkpoint", "mid-epoch", "mid-epoch, sparse adam"])
 def test_a_killed_run_resumes_to_the_numbers_of_an_uninterrupted_one(split, tmp_path,
-                                                                     monkeypatch, kill):
-    whole = fit(split, tmp_path, "whole", epochs=5, **DEBIASED)
+                                                                     monkeypatch, kill,
+                                                                     settings):
+    whole = fit(split, tmp_path, "whole", epochs=5, **settings)
     with monkeypatch.context() as patch:
         kill(patch)
         with pytest.raises(KeyboardInterrupt):
-            fit(split, tmp_path, "killed", epochs=5, **DEBIASED)
-    resumed = fit(split, tmp_path, "killed", epochs=5, **DEBIASED)
+            fit(split, tmp_path, "killed", epochs=5, **settings)
+    resumed = fit(split, tmp_path, "killed", epochs=5, **settings)
     assert resumed.resumed_from_ == 3 and whole.resumed_from_ is None
     np.testing.assert_array_equal(resumed.item_embeddings_, whole.item_embeddings_)
     np.testing.assert_array_equal(resumed.user_embeddings_, whole.user_embeddings_)
@@ -319,6 +328,12 @@ def test_strong_generalization_is_refused_without_a_fold_in(split, tmp_path):
     ({"sampling": {"n_negatives": 0}}, "sampling.n_negatives=0 is out of range"),
     ({"sampling": {"negatives": "batch"}}, "negatives='batch' is not allowed"),
     ({"loss": {"name": "debiased_infonce"}, "similarity": "dot"}, "defined for cosine scores"),
+    ({"optimizer": "sparse_adam", "sampling": {"negatives": "shared"}},
+     "reg=1e-08 with reg_mode=full_table touches every row"),
+    ({"optimizer": "sparse_adam", "reg_mode": "batch_rows"}, "needs model.sampling.negatives"),
+    ({"optimizer": "sparse_adam", "reg": 0.0, "loss": {"name": "softmax"}},
+     "loss softmax scores every item"),
+    ({"optimizer": "lazy"}, "optimizer='lazy' is not allowed"),
 ])
 def test_bad_settings_are_clear_errors(split, tmp_path, params, match):
     with pytest.raises(ConfigError, match=match):
@@ -370,6 +385,62 @@ def test_a_step_is_the_textbook_l2_clip_and_adam_step(split, tmp_path, clip):
     for got, want, before in zip(ours, tables, start, strict=True):
         torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-7)
         assert not torch.equal(got, before)
+
+
+def test_the_row_adam_is_torchs_sparse_adam_bitwise():
+    import torch
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(0)
+    start = torch.randn(50, 4, generator=g)
+    results = []
+    for make in (lambda p: torch.optim.SparseAdam(p, lr=1e-2),
+                 lambda p: mf_module._sparse_adam(p, 1e-2)):
+        table = start.clone().requires_grad_(True)
+        optimizer, draws = make([table]), torch.Generator().manual_seed(1)
+        for _ in range(6):
+            table.grad = None
+            ids = torch.randint(50, (30,), generator=draws)  # repeats: summed, then coalesced
+            (F.embedding(ids, table, sparse=True) ** 2).sum().backward()
+            optimizer.step()
+        results.append((table.detach(), optimizer.state_dict()["state"][0]))
+    (ours, ours_state), (theirs, theirs_state) = results
+    assert torch.equal(ours, theirs)
+    for key in ("exp_avg", "exp_avg_sq"):
+        assert torch.equal(ours_state[key], theirs_state[key])
+    assert ours_state["step"] == theirs_state["step"] == 6
+
+
+def test_sparse_adam_moves_only_the_rows_a_step_touches(split, tmp_path):
+    """Lazy Adam: the batch's users, positives and shared negatives change, nothing else;
+    plain Adam with the full-table L2 moves every row. (InfoNCE: every negative gets a
+    gradient; CCL's negatives below the margin would get none and stay put.)"""
+    import torch
+
+    shared = {**FAST, "batch_size": 8, "sampling": {"negatives": "shared", "n_negatives": 5},
+              "loss": {"name": "infonce"}, "temperature": 0.2}
+    for params, moves_all in (({"optimizer": "sparse_adam", "reg_mode": "batch_rows"}, False),
+                              ({"optimizer": "adam", "reg": 1e-3}, True)):
+        model = MF(**shared, **params, checkpoint_dir=str(tmp_path / params["optimizer"]))
+        trainer = mf_module._Trainer(model, split.train.astype(np.float64), None)
+        drawn = []
+
+        def recorded(users, draw=trainer.sampler.negatives, drawn=drawn):
+            drawn.append(draw(users))
+            return drawn[-1]
+
+        trainer.sampler.negatives = recorded
+        before = [t.detach().clone() for t in (model._users, model._items)]
+        batch = next(trainer._batches())
+        trainer._step(batch)
+        changed = [set(torch.nonzero((t.detach() != b).any(1))[:, 0].tolist())
+                   for t, b in zip((model._users, model._items), before, strict=True)]
+        if moves_all:
+            assert changed == [set(range(len(before[0]))), set(range(len(before[1])))]
+        else:
+            users = set(trainer.pair_users[batch].tolist())
+            items = set(trainer.pair_items[batch].tolist()) | set(drawn[0][0].tolist())
+            assert changed == [users, items]
 
 
 def test_debiased_infonce_logs_the_share_of_clamped_rows(split, tmp_path):

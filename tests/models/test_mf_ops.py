@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from linrec.models.mf_ops import normalize_rows, sampled_dot
+from linrec.models.mf_ops import normalize_rows, sampled_dot, squared_norm_with_l2
 
 
 def _tensors(batch: int, n: int, n_items: int, dim: int = 5, seed: int = 0):
@@ -76,3 +76,24 @@ def test_normalize_rows_equals_f_normalize_with_its_gradient():
     torch.testing.assert_close(got, want, rtol=1e-12, atol=0)
     y = torch.randn(5, 4, generator=g, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(normalize_rows, (y,))
+
+
+def test_the_compiled_row_passes_do_not_depend_on_the_thread_count():
+    """normalize_rows' backward and the clipping norm run on row chunks, one per thread: the
+    numbers are the same on 1 and 2 threads, and agree with the torch formulas."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(9000, 16, generator=g, requires_grad=True)  # > 2 chunks of 2048 rows
+    weights = torch.randn(9000, 16, generator=g)
+    previous, results = torch.get_num_threads(), []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            (grad,) = torch.autograd.grad((normalize_rows(x) * weights).sum(), x)
+            results.append((grad, squared_norm_with_l2(weights, x, 0.3)))
+    finally:
+        torch.set_num_threads(previous)
+    assert torch.equal(results[0][0], results[1][0]) and results[0][1] == results[1][1]
+    (want,) = torch.autograd.grad((F.normalize(x, dim=-1) * weights).sum(), x)
+    torch.testing.assert_close(results[0][0], want, rtol=1e-5, atol=1e-7)
+    expected = float(((weights.double() + 0.3 * x.detach().double()) ** 2).sum())
+    assert results[0][1] == pytest.approx(expected, rel=1e-12)
