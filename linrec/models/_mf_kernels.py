@@ -29,7 +29,7 @@ _FAST = {"reassoc", "contract", "nsz"}
 def sort_by_item(index, n_items, counts, offsets, order, bag_rows):  # pragma: no cover
     """The stable sort of index (B, N) by item: counts (n_items,) and offsets (n_items,) of each
     item's segment, order (B·N,) the flat position b·N + n of each sorted entry and bag_rows
-    (B·N,) its batch row b (all int64, written in place)."""
+    (B·N,) its batch row b (int32 or int64, written in place)."""
     batch, n = index.shape
     counts[:] = 0
     for b in range(batch):

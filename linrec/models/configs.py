@@ -421,7 +421,6 @@ class MFConfig(ModelConfig):
             raise ConfigError(f"mf.device={self.device!r} is not allowed; allowed: cpu, cuda, "
                               "cuda:<n>")
 
-
     def _check_sparse_adam(self) -> None:
         """sparse_adam updates only the rows a step's gradient touches: the L2 term of
         `full_table` touches every row, and per-example negatives or a full-catalogue loss

@@ -199,7 +199,8 @@ class MF(Recommender):
 def _clip_coefficient(tables, max_norm: float, reg: float) -> float:
     """torch.nn.utils.clip_grad_norm_'s coefficient, max/(norm + 1e-6) capped at 1, of the
     gradient with the `full_table` L2 term: norm = ‖(g_U + reg·U, g_I + reg·I)‖ (the L2 term
-    is added by Adam's weight_decay, so it is not written here: one read of each table)."""
+    is added by Adam's weight_decay, so it is not written here: one read of each table). A
+    Python float: on a GPU, one synchronisation per step."""
     total = sum(squared_norm_with_l2(t.grad, t, reg) for t in tables)
     return min(1.0, max_norm / (math.sqrt(total) + 1e-6))
 
