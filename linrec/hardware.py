@@ -103,11 +103,22 @@ def on_row_chunks(work: Callable[[int, int], T], n_rows: int, threads: int,
                   rows_per_task: int = 16) -> list[T]:
     """[work(start, stop) for consecutive chunks of rows 0..n_rows], the chunks run on up to
     `threads` threads (for compiled kernels that release the GIL). Chunks are small and taken
-    in turn, so rows of uneven cost spread over the threads; one thread runs one chunk."""
+    in turn, so rows of uneven cost spread over the threads; one thread runs one chunk. The
+    threads are a process-wide pool, started once per thread count (a training step calls
+    this several times)."""
     threads = min(int(threads), max(1, n_rows // rows_per_task))
     if threads <= 1:
         return [work(0, n_rows)]
     step = max(1, min(rows_per_task, -(-n_rows // (4 * threads))))
-    with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(lambda start: work(start, min(n_rows, start + step)),
-                             range(0, n_rows, step)))
+    return list(_pool(threads).map(lambda start: work(start, min(n_rows, start + step)),
+                                   range(0, n_rows, step)))
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """The process-wide pool of `threads` workers (idle workers cost nothing)."""
+    if threads not in _POOLS:
+        _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="linrec")
+    return _POOLS[threads]

@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from linrec.hardware import on_row_chunks
+
 log = logging.getLogger(__name__)
 
 #: the norm below which a row is not scaled up (as F.normalize's eps)
@@ -73,34 +75,16 @@ def squared_norm_with_l2(grad: Any, weights: Any, reg: float) -> float:
 
 
 def run_on_rows(kernel, n_rows: int, *args: Any) -> None:
-    """kernel(*args, start, stop) over [0, n_rows) in chunks on torch's thread count (at least
-    `_ROWS_PER_THREAD` rows each); the first chunk in this thread."""
+    """kernel(*args, start, stop) over [0, n_rows) in chunks on torch's thread count
+    (`hardware.on_row_chunks`; tables under `_ROWS_PER_THREAD` rows run in this thread)."""
     import torch
 
-    threads = max(1, min(torch.get_num_threads(), n_rows // _ROWS_PER_THREAD))
-    bounds = [n_rows * k // threads for k in range(threads + 1)]
-    if threads == 1:
-        kernel(*args, 0, n_rows)
-        return
-    pending = [_pool(threads).submit(kernel, *args, start, stop)
-               for start, stop in zip(bounds[1:-1], bounds[2:], strict=True)]
-    kernel(*args, bounds[0], bounds[1])
-    for future in pending:
-        future.result()
+    on_row_chunks(lambda start, stop: kernel(*args, start, stop), n_rows,
+                  torch.get_num_threads(), rows_per_task=_ROWS_PER_THREAD)
 
 
-#: fewer rows than this per thread are not worth a hand-off
-_ROWS_PER_THREAD = 2048
-_POOLS: dict[int, Any] = {}
-
-
-def _pool(threads: int):
-    """A process-wide pool of threads - 1 workers (the caller is the other thread)."""
-    if threads not in _POOLS:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _POOLS[threads] = ThreadPoolExecutor(threads - 1, thread_name_prefix="linrec-mf")
-    return _POOLS[threads]
+#: fewer rows than this per thread are not worth a hand-off (and chunks are at most this long)
+_ROWS_PER_THREAD = 8192
 
 
 def keep_freed_memory() -> None:

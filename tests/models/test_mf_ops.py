@@ -82,8 +82,8 @@ def test_the_compiled_row_passes_do_not_depend_on_the_thread_count():
     """normalize_rows' backward and the clipping norm run on row chunks, one per thread: the
     numbers are the same on 1 and 2 threads, and agree with the torch formulas."""
     g = torch.Generator().manual_seed(2)
-    x = torch.randn(9000, 16, generator=g, requires_grad=True)  # > 2 chunks of 2048 rows
-    weights = torch.randn(9000, 16, generator=g)
+    x = torch.randn(20000, 16, generator=g, requires_grad=True)  # > 2 chunks of 8192 rows
+    weights = torch.randn(20000, 16, generator=g)
     previous, results = torch.get_num_threads(), []
     try:
         for threads in (1, 2):
