@@ -352,6 +352,26 @@ def test_a_cosine_loss_with_dot_scores_fails_at_composition():
         run_config(compose_config("model=mf", "loss=ccl", "model.similarity=dot"))
 
 
+@pytest.mark.parametrize(("sampler", "pool"), [("uniform_all", "all"),
+                                               ("uniform_unlabeled", "unlabeled"),
+                                               ("popularity", "popularity")])
+@pytest.mark.parametrize("prior", ["ratio_alpha", "count_k", "fixed"])
+def test_the_spec_sampler_and_prior_groups_set_model_sampling(sampler, pool, prior):
+    """`sampler=` and `prior=` (spec/losses.md §5's groups) set model.sampling.pool / .prior and
+    nothing else; on a model without a sampler they fail at composition."""
+    from hydra.errors import ConfigCompositionException
+
+    from linrec.config import run_config
+    from linrec.models.samplers import SamplingConfig
+    from tests.studies.conftest import compose_config
+
+    model = run_config(compose_config("model=mf", "loss=debiased_ccl", f"sampler={sampler}",
+                                      f"prior={prior}")).model
+    assert model.sampling == SamplingConfig(pool=pool, prior=prior)
+    with pytest.raises(ConfigCompositionException, match="sampling"):
+        compose_config("model=ease", f"sampler={sampler}")
+
+
 @pytest.mark.parametrize("clip", [1e-4, 1e4, 0.0], ids=["clipped", "not clipped", "off"])
 def test_a_step_is_the_textbook_l2_clip_and_adam_step(split, tmp_path, clip):
     """`_step` (L2 added by Adam's weight_decay, the clipping coefficient read from one pass)
