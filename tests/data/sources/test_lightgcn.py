@@ -58,3 +58,21 @@ def test_lightgcn_download_via_local_server(file_server, tmp_path, monkeypatch):
     data = lightgcn.load(variant="gowalla", download=True, cache_dir=tmp_path)
     assert data.train.to_csr().toarray().tolist() == [[0, 1, 0], [1, 0, 1]]
     assert data.test.to_csr().toarray().tolist() == [[0, 0, 1], [0, 1, 0]]
+
+
+def test_lightgcn_gowalla_download_is_checked_against_the_published_checksum(
+        file_server, tmp_path, monkeypatch):
+    """The published Gowalla files have known SHA-256s: other bytes at the URL are refused and
+    not kept in the cache."""
+    published = lightgcn.URLS["gowalla"]
+    assert all(len(published[part].sha256 or "") == 64 for part in ("train", "test"))
+    file_server.files["g/train.txt"] = b"0 1\n1 0 2\n"
+    file_server.files["g/test.txt"] = b"0 2\n1 1\n"
+    monkeypatch.setitem(lightgcn.URLS, "gowalla", {
+        part: dl.RemoteFile(file_server.url(f"g/{part}.txt"), published[part].sha256,
+                            f"lg-{part}.txt")
+        for part in ("train", "test")
+    })
+    with pytest.raises(DownloadError, match="checksum mismatch for lg-train.txt"):
+        lightgcn.load(variant="gowalla", download=True, cache_dir=tmp_path)
+    assert not (tmp_path / "downloads" / "lg-train.txt").exists()
