@@ -74,6 +74,8 @@ def _blas() -> list[int]:
 
 
 def test_blas_threads_limits_inside_the_block_and_restores_after():
+    import scipy.linalg  # noqa: F401  (blas_threads loads scipy's BLAS: list it in `before` too)
+
     with threadpool_limits(limits=2, user_api="blas"):
         before = _blas()
         with blas_threads(1):
@@ -121,3 +123,51 @@ def test_blas_threads_limits_scipys_blas_even_when_numpy_was_the_only_one_loaded
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True, timeout=120).stdout.strip()
     assert out == "[1]"
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("n_rows", [0, 1, 15, 16, 17, 1000])
+def test_on_row_chunks_covers_every_row_once_in_order(threads, n_rows):
+    """The results come back in row order, the chunks tile [0, n_rows) exactly, and no more
+    than `threads` threads run them, the caller among them."""
+    import threading
+
+    seen = []
+
+    def work(start, stop):
+        seen.append(threading.get_ident())
+        return (start, stop)
+
+    chunks = hardware.on_row_chunks(work, n_rows, threads, rows_per_task=4)
+    assert chunks[0][0] == 0 and chunks[-1][1] == n_rows
+    assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(chunks, chunks[1:], strict=False))
+    assert len(set(seen)) <= threads
+    if threads == 1 or n_rows < 2 * 4:
+        assert set(seen) == {threading.get_ident()}
+
+
+def test_on_row_chunks_raises_a_chunks_error_and_runs_no_chunk_after_it():
+    calls = []
+
+    def work(start, stop):
+        calls.append(start)
+        if start == 40:
+            raise ValueError("chunk 40")
+        return start
+
+    with pytest.raises(ValueError, match="chunk 40"):
+        hardware.on_row_chunks(work, 4000, 2, rows_per_task=8)
+    assert len(calls) < 4000 // 8  # the other thread stopped taking chunks
+
+
+def test_on_row_chunks_called_from_a_chunk_does_not_wait_on_itself():
+    """A nested call from inside a pool thread (every pool thread busy) finishes: its helper,
+    never started, is cancelled and the calling thread runs every chunk."""
+    import concurrent.futures
+
+    def inner(start, stop):
+        return sum(hardware.on_row_chunks(lambda a, b: b - a, 64, 2, rows_per_task=4))
+
+    with concurrent.futures.ThreadPoolExecutor(1) as runner:
+        future = runner.submit(hardware.on_row_chunks, inner, 64, 2, 4)
+        assert sum(future.result(timeout=60)) == 64 * len(future.result())
