@@ -122,7 +122,8 @@ def on_row_chunks(work: Callable[[int, int], T], n_rows: int, threads: int,
     failed: list[bool] = []  # set when a chunk raised: the others stop taking chunks
 
     def drain() -> None:
-        for k in iter(taken.__next__, None):
+        while True:
+            k = next(taken)
             if k >= len(starts) or failed:
                 return
             try:

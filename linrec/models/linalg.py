@@ -45,7 +45,7 @@ vs recursive with 1024 blocks, float32 / float64: n = 500: 4.14 / 3.09 vs 3.09 /
 within 0.08 of 1024. So on two threads the recursive path is faster at n = 500 (by a fifth
 to a quarter, in a few ms), by 4-12 % from 1 000 to 4 096 except float64 at 2 000 and 3 000
 (0-4 % slower), and level at 8 192. The rule still keeps "lapack" where it is safe: those
-inverses take at most 1.5 s, and the fits that take them keep the bits they have had since
+inverses take at most 3.3 s, and the fits that take them keep the bits they have had since
 the first releases.
 """
 
