@@ -76,7 +76,8 @@ def squared_norm_with_l2(grad: Any, weights: Any, reg: float) -> float:
 
 def run_on_rows(kernel, n_rows: int, *args: Any) -> None:
     """kernel(*args, start, stop) over [0, n_rows) in chunks on torch's thread count
-    (`hardware.on_row_chunks`; tables under `_ROWS_PER_THREAD` rows run in this thread)."""
+    (`hardware.on_row_chunks`, this thread among them; a thread gets at least
+    `_ROWS_PER_THREAD` rows, so tables under twice that run in this thread alone)."""
     import torch
 
     on_row_chunks(lambda start, stop: kernel(*args, start, stop), n_rows,
