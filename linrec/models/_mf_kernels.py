@@ -13,6 +13,12 @@ runs the rows [start, stop) of one chunk without the GIL; the caller hands chunk
 Per-row results do not depend on the chunking. Arithmetic is reordered by the compiler
 (fastmath) and sums run in float64, so these agree with the torch formulas to rounding.
 
+Lazy Adam's row update (`optimizer: sparse_adam`): torch's ten element-wise ops per table and
+step (index_select, sub, mul, add, pow, index_copy, sqrt, div, index_add), each a pass and a
+temporary, become two passes over the touched rows with torch's square root between them. No
+fastmath there: the float32 operations are torch's, in its order, so the numbers are
+SparseAdam's bit for bit.
+
 The compiled code is cached on disk (cache=True).
 """
 
@@ -93,3 +99,38 @@ def shifted_square_norms(grad, weights, shift, out, start, stop):  # pragma: no 
             value = np.float64(grad[i, j]) + shift * np.float64(weights[i, j])
             total += value * value
         out[i] = total
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def row_adam_moments(rows, grads, exp_avg, exp_avg_sq, keep1, keep2, means,
+                     squares):  # pragma: no cover
+    """Lazy Adam's moments on the rows `rows` (k,) (unique) of exp_avg, exp_avg_sq (n, d), from
+    their gradients grads (k, d), in torch SparseAdam's float32 operations and order (no
+    fastmath: no fused multiply-adds): m += (g − m)·keep1, v += (g² − v)·keep2 with keep1 =
+    1 − β1, keep2 = 1 − β2 (float32, as torch casts its scalars). The rows' new m and v are
+    also written to means and squares (k, d)."""
+    d = grads.shape[1]
+    for k in range(rows.shape[0]):
+        i = rows[k]
+        for j in range(d):
+            g = grads[k, j]
+            old = exp_avg[i, j]
+            mean = (g - old) * keep1 + old
+            old = exp_avg_sq[i, j]
+            square = (g * g - old) * keep2 + old
+            exp_avg[i, j] = mean
+            exp_avg_sq[i, j] = square
+            means[k, j] = mean
+            squares[k, j] = square
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def row_adam_update(rows, means, roots, param, scale, eps):  # pragma: no cover
+    """p[rows[k]] += scale·(means[k] / (roots[k] + eps)) (float32, no fastmath), with roots =
+    √v taken by torch (whose vectorised square root is not always the correctly rounded one:
+    the same call keeps SparseAdam's numbers) and scale = −lr·√(1 − β2ᵗ)/(1 − β1ᵗ)."""
+    d = means.shape[1]
+    for k in range(rows.shape[0]):
+        i = rows[k]
+        for j in range(d):
+            param[i, j] = param[i, j] + scale * (means[k, j] / (roots[k, j] + eps))

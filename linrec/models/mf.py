@@ -219,8 +219,9 @@ def _adam(parameters, lr: float, weight_decay: float):
 def _sparse_adam(parameters, lr: float):
     """torch's SparseAdam (lazy Adam: only the rows in a step's sparse gradient have their
     moments and values updated; its bias corrections count every step), bitwise the same
-    update, with the rows gathered and written back by index instead of torch's sparse-tensor
-    arithmetic (several sparse ops and coalesces per table and step)."""
+    update, with the rows updated in place (compiled row passes on a CPU, indexed torch ops
+    elsewhere) instead of torch's sparse-tensor arithmetic (several sparse ops and coalesces
+    per table and step)."""
     global _RowAdam
     if _RowAdam is None:
         _RowAdam = _build_row_adam()
@@ -255,6 +256,22 @@ def _build_row_adam():
                     rows, values = grad.indices()[0], grad.values()
                     if values.numel() == 0:
                         continue
+                    step = state["step"]
+                    step_size = group["lr"] * math.sqrt(1 - beta2 ** step) / (1 - beta1 ** step)
+                    if param.device.type == "cpu":  # two passes over the rows, same ops
+                        from linrec.models import _mf_kernels
+
+                        keep1, keep2, scale, eps = (np.float32(c) for c in (
+                            1 - beta1, 1 - beta2, -step_size, group["eps"]))
+                        mean, square = torch.empty_like(values), torch.empty_like(values)
+                        _mf_kernels.row_adam_moments(
+                            rows.numpy(), values.contiguous().numpy(),
+                            state["exp_avg"].numpy(), state["exp_avg_sq"].numpy(), keep1,
+                            keep2, mean.numpy(), square.numpy())
+                        _mf_kernels.row_adam_update(rows.numpy(), mean.numpy(),
+                                                    square.sqrt_().numpy(),
+                                                    param.detach().numpy(), scale, eps)
+                        continue
                     # torch's order of operations: m += (g - m)(1 - β1), v += (g² - v)(1 - β2)
                     old = state["exp_avg"].index_select(0, rows)
                     mean = values.sub(old).mul_(1 - beta1).add_(old)
@@ -262,8 +279,6 @@ def _build_row_adam():
                     square = values.pow(2).sub_(old).mul_(1 - beta2).add_(old)
                     state["exp_avg"].index_copy_(0, rows, mean)
                     state["exp_avg_sq"].index_copy_(0, rows, square)
-                    step = state["step"]
-                    step_size = group["lr"] * math.sqrt(1 - beta2 ** step) / (1 - beta1 ** step)
                     param.index_add_(0, rows, -step_size * mean.div_(square.sqrt_().add_(
                         group["eps"])))
             return None
