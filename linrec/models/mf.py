@@ -146,15 +146,13 @@ class MF(Recommender):
             return out
 
     def _user_rows(self, users):
-        rows = self._rows(self._users, users)
-        return normalize_rows(rows) if self.similarity == "cosine" else rows
+        return self._scored(self._rows(self._users, users))
 
     def _item_table(self):
-        return normalize_rows(self._items) if self.similarity == "cosine" else self._items
+        return self._scored(self._items)
 
-    def _item_rows(self, items):
-        """The (normalised, for cosine) embeddings of the given items only."""
-        rows = self._rows(self._items, items)
+    def _scored(self, rows):
+        """Embedding rows (n, d) as the scores use them: normalised for cosine, else as they are."""
         return normalize_rows(rows) if self.similarity == "cosine" else rows
 
     def _rows(self, table, ids):
@@ -531,7 +529,8 @@ class _Trainer:
         torch = _torch()
         cfg, model, loss_fn = self.cfg, self.model, self.model.loss
         users, positives = self.pair_users[batch], self.pair_items[batch]
-        user_rows = model._user_rows(users)
+        user_weights = model._rows(model._users, users)
+        user_rows = model._scored(user_weights)
         if cfg.dropout > 0:
             keep = torch.rand(user_rows.shape, generator=self.generator,
                               device=self.device) >= cfg.dropout
@@ -541,7 +540,8 @@ class _Trainer:
             negatives, neg_logq = self.sampler.negatives(users)
         if loss_fn.positives:
             extra = self.sampler.positives(users)
-        s_pos, s_neg, s_ppos = self._scores(user_rows, positives, negatives, extra)
+        s_pos, s_neg, s_ppos, positive_weights = self._scores(user_rows, positives, negatives,
+                                                             extra)
         if neg_logq is not None and neg_logq.ndim == 1:
             neg_logq = neg_logq.expand(len(users), -1)
         tau = self.sampler.tau_plus(users) if loss_fn.positives else 0.0
@@ -553,15 +553,18 @@ class _Trainer:
                 self._stat_sums[name] += stats[name] * len(users)
         else:
             value = loss_fn(s_pos, s_neg, s_ppos, tau, neg_logq, self.score_floor).mean()
-        if cfg.reg > 0 and cfg.reg_mode == "batch_rows":
-            rows = torch.cat([model._rows(model._users, users),
-                              model._rows(model._items, positives)])
+        if cfg.reg > 0 and cfg.reg_mode == "batch_rows":  # on the rows gathered for the scores
+            if positive_weights is None:
+                positive_weights = model._rows(model._items, positives)
+            rows = torch.cat([user_weights, positive_weights])
             value = value + cfg.reg / 2 * (rows ** 2).sum()
         return value
 
     def _scores(self, user_rows, positives, negatives, extra):
         """s_pos (B,), s_neg (B, N) and s_ppos (B, M) or None, divided by the temperature (the
-        B user rows are divided, not the B·N scores; at t = 1 the scores are left as they are).
+        B user rows are divided, not the B·N scores; at t = 1 the scores are left as they are),
+        and the positives' embedding rows (B, d) where this gathered them (shared negatives;
+        else None).
         Every item score of the step comes from one product, so its backward pass writes the
         table's gradient once: the full product (full-catalogue losses), one gather of the
         batch's rows (shared negatives: only the B + N (+ B·M) gathered rows are normalised),
@@ -573,19 +576,21 @@ class _Trainer:
             user_rows = user_rows / t
         if negatives is not None and negatives.ndim == 1:  # shared by the batch
             parts = [positives, negatives] + ([] if extra is None else [extra.reshape(-1)])
-            rows = self.model._item_rows(torch.cat(parts))
+            weights = self.model._rows(self.model._items, torch.cat(parts))
+            rows = self.model._scored(weights)
             s_pos = (user_rows * rows[:batch]).sum(-1)
             s_neg = user_rows @ rows[batch:batch + len(negatives)].T
             s_ppos = None if extra is None else (
                 rows[batch + len(negatives):].view(batch, -1, rows.shape[1])
                 * user_rows[:, None, :]).sum(-1)
-            return s_pos, s_neg, s_ppos
+            return s_pos, s_neg, s_ppos, weights[:batch]
         items = self.model._item_table()
         if negatives is None:  # full catalogue
             scores = user_rows @ items.T
             s_pos = scores.gather(1, positives[:, None])[:, 0]
-            return s_pos, scores, None if extra is None else scores.gather(1, extra)
+            return s_pos, scores, None if extra is None else scores.gather(1, extra), None
         parts = [positives[:, None], negatives] + ([] if extra is None else [extra])
         scores = sampled_dot(user_rows, items, torch.cat(parts, 1))
         n = negatives.shape[1]
-        return scores[:, 0], scores[:, 1:1 + n], None if extra is None else scores[:, 1 + n:]
+        return (scores[:, 0], scores[:, 1:1 + n],
+                None if extra is None else scores[:, 1 + n:], None)

@@ -407,6 +407,46 @@ def test_a_step_is_the_textbook_l2_clip_and_adam_step(split, tmp_path, clip):
         assert not torch.equal(got, before)
 
 
+def test_the_batch_rows_l2_term_on_the_scored_rows_keeps_the_sparse_gradient(split, tmp_path):
+    """`batch_rows` L2 on the rows the scores gathered gives the loss and the coalesced sparse
+    gradients of the textbook term on rows gathered apart, bit for bit: sparse_adam's numbers
+    are those it had when the term gathered its own rows."""
+    import dataclasses
+
+    import torch
+    import torch.nn.functional as F
+
+    model = MF(**{**FAST, **SPARSE}, reg=0.05, dropout=0.2, checkpoint_dir=str(tmp_path))
+    trainer = mf_module._Trainer(model, split.train.astype(np.float64), None)
+    tables = (model._users, model._items)
+    state, cfg = trainer.generator.get_state(), trainer.cfg
+    batches = trainer._batches()
+    for _ in range(2):  # the weights move between the checks
+        batch = next(batches)
+        results = []
+        for reg in (cfg.reg, 0.0):
+            trainer.generator.set_state(state)
+            trainer.cfg = dataclasses.replace(cfg, reg=reg)
+            for table in tables:
+                table.grad = None
+            loss = trainer._batch_loss(batch)
+            if reg == 0.0:  # the textbook term, on its own gathers
+                rows = torch.cat([F.embedding(trainer.pair_users[batch], tables[0], sparse=True),
+                                  F.embedding(trainer.pair_items[batch], tables[1], sparse=True)])
+                loss = loss + cfg.reg / 2 * (rows ** 2).sum()
+            loss.backward()
+            results.append((loss.detach(), [t.grad.coalesce() for t in tables]))
+        trainer.cfg = cfg
+        (ours, our_grads), (theirs, their_grads) = results
+        assert torch.equal(ours, theirs)
+        for got, want in zip(our_grads, their_grads, strict=True):
+            assert torch.equal(got.indices(), want.indices())
+            assert torch.equal(got.values(), want.values())
+        trainer.generator.set_state(state)
+        trainer._step(batch)
+        state = trainer.generator.get_state()
+
+
 @pytest.mark.parametrize("n_rows, dim, draws", [(50, 4, 30), (400, 64, 300)])
 def test_the_row_adam_is_torchs_sparse_adam_bitwise(n_rows, dim, draws):
     """The compiled row update against torch's SparseAdam, bit for bit (torch's vectorised
