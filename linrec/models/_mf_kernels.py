@@ -105,9 +105,9 @@ def shifted_square_norms(grad, weights, shift, out, start, stop):  # pragma: no 
 def row_adam_moments(rows, grads, exp_avg, exp_avg_sq, keep1, keep2, means,
                      squares):  # pragma: no cover
     """Lazy Adam's moments on the rows `rows` (k,) (unique) of exp_avg, exp_avg_sq (n, d), from
-    their gradients grads (k, d), in torch SparseAdam's float32 operations and order (no
-    fastmath: no fused multiply-adds): m += (g − m)·keep1, v += (g² − v)·keep2 with keep1 =
-    1 − β1, keep2 = 1 − β2 (float32, as torch casts its scalars). The rows' new m and v are
+    their gradients grads (k, d), in torch SparseAdam's operations and order (no fastmath: no
+    fused multiply-adds): m += (g − m)·keep1, v += (g² − v)·keep2 with keep1 = 1 − β1, keep2 =
+    1 − β2 (in the tables' precision, as torch casts its scalars). The rows' new m and v are
     also written to means and squares (k, d)."""
     d = grads.shape[1]
     for k in range(rows.shape[0]):
@@ -126,7 +126,7 @@ def row_adam_moments(rows, grads, exp_avg, exp_avg_sq, keep1, keep2, means,
 
 @njit(nogil=True, error_model="numpy", cache=True)
 def row_adam_update(rows, means, roots, param, scale, eps):  # pragma: no cover
-    """p[rows[k]] += scale·(means[k] / (roots[k] + eps)) (float32, no fastmath), with roots =
+    """p[rows[k]] += scale·(means[k] / (roots[k] + eps)) (no fastmath), with roots =
     √v taken by torch (whose vectorised square root is not always the correctly rounded one:
     the same call keeps SparseAdam's numbers) and scale = −lr·√(1 − β2ᵗ)/(1 − β1ᵗ)."""
     d = means.shape[1]

@@ -259,11 +259,13 @@ def _build_row_adam():
                     if param.device.type == "cpu":  # two passes over the rows, same ops
                         from linrec.models import _mf_kernels
 
-                        keep1, keep2, scale, eps = (np.float32(c) for c in (
+                        grads = values.contiguous().numpy()
+                        # the scalars in the table's precision, as torch casts them
+                        keep1, keep2, scale, eps = (grads.dtype.type(c) for c in (
                             1 - beta1, 1 - beta2, -step_size, group["eps"]))
                         mean, square = torch.empty_like(values), torch.empty_like(values)
                         _mf_kernels.row_adam_moments(
-                            rows.numpy(), values.contiguous().numpy(),
+                            rows.numpy(), grads,
                             state["exp_avg"].numpy(), state["exp_avg_sq"].numpy(), keep1,
                             keep2, mean.numpy(), square.numpy())
                         _mf_kernels.row_adam_update(rows.numpy(), mean.numpy(),

@@ -447,8 +447,9 @@ def test_the_batch_rows_l2_term_on_the_scored_rows_keeps_the_sparse_gradient(spl
         state = trainer.generator.get_state()
 
 
-@pytest.mark.parametrize("n_rows, dim, draws", [(50, 4, 30), (400, 64, 300)])
-def test_the_row_adam_is_torchs_sparse_adam_bitwise(n_rows, dim, draws):
+@pytest.mark.parametrize("n_rows, dim, draws, dtype", [
+    (50, 4, 30, "float32"), (400, 64, 300, "float32"), (400, 64, 300, "float64")])
+def test_the_row_adam_is_torchs_sparse_adam_bitwise(n_rows, dim, draws, dtype):
     """The compiled row update against torch's SparseAdam, bit for bit (torch's vectorised
     square root is not always the correctly rounded one: ours calls it, so wide rows are
     covered too)."""
@@ -456,7 +457,7 @@ def test_the_row_adam_is_torchs_sparse_adam_bitwise(n_rows, dim, draws):
     import torch.nn.functional as F
 
     g = torch.Generator().manual_seed(0)
-    start = torch.randn(n_rows, dim, generator=g)
+    start = torch.randn(n_rows, dim, generator=g, dtype=getattr(torch, dtype))
     results = []
     for make in (lambda p: torch.optim.SparseAdam(p, lr=1e-2),
                  lambda p: mf_module._sparse_adam(p, 1e-2)):
