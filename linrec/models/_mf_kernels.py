@@ -16,7 +16,7 @@ Per-row results do not depend on the chunking. Arithmetic is reordered by the co
 Lazy Adam's row update (`optimizer: sparse_adam`): torch's ten element-wise ops per table and
 step (index_select, sub, mul, add, pow, index_copy, sqrt, div, index_add), each a pass and a
 temporary, become two passes over the touched rows with torch's square root between them. No
-fastmath there: the float32 operations are torch's, in its order, so the numbers are
+fastmath there: the operations are torch's, in its order and precision, so the numbers are
 SparseAdam's bit for bit.
 
 The compiled code is cached on disk (cache=True).
