@@ -2,8 +2,9 @@
 
 Runs every case below (the default run, every model config, both study presets) with the linrec of
 a git revision (checked out in a temporary worktree) and with this checkout, and compares every
-number they write: exact metrics, sampled estimates and their errors in results.json, and every
-cell of the study tables. Exits 1 when a number differs beyond `--rtol` (default: not at all).
+number they write: exact metrics, sampled estimates and their errors and the training curves
+(loss, lr, validation metric per epoch) in results.json, and every cell of the study tables.
+Exits 1 when a number differs beyond `--rtol` (default: not at all).
 
     python experiments/same_numbers.py --ref 688c17e            # all cases
     python experiments/same_numbers.py --ref 688c17e --cases default,ials --keep /tmp/sn
@@ -13,9 +14,9 @@ OpenMP variables): OpenBLAS's threaded LAPACK rounds differently with another nu
 (an EASE fit at 2 000 items differs by ~1e-7 between 1 and 2 threads), which is not a change of
 code. A kept reference run is reused only when it ran with the same count.
 
-A case may give the reference revision other overrides (`ref`), when a config key was renamed, and
-may name numbers that are expected to differ (`differs`, with the reason); those are reported, not
-counted as failures.
+A case may give other overrides (`ref`) for a reference revision that refuses its own (a config key
+renamed since; they are tried when the case's overrides fail there), and may name numbers that
+are expected to differ (`differs`, with the reason); those are reported, not counted as failures.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import csv
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,7 +41,7 @@ SMALL = ["data.source.n_users=2000", "data.source.n_items=800", "eval.sampled.re
 class Case:
     name: str
     overrides: list[str]
-    ref: list[str] | None = None  # overrides for the reference revision (default: `overrides`)
+    ref: list[str] | None = None  # overrides for a reference revision that refuses `overrides`
     differs: dict[str, str] = field(default_factory=dict)  # part of a key -> why it may differ
 
 
@@ -68,6 +70,12 @@ CASES = [
     _model("learned_lambda", "model.rank=100", "model.lam=1000", "model.c=500", "model.epochs=2"),
     _model("nearby_ht", "model.epochs=2"),
     _model("nearby_sparse", "model.epochs=2"),
+    _model("mf", "model.epochs=3", "model.batch_size=256", "model.sampling.n_negatives=64",
+           "model.select_on=test"),
+    Case("mf_shared_sparse", ["model=mf", *SMALL, "model.epochs=3", "model.batch_size=256",
+                              "model.sampling.n_negatives=64", "model.select_on=test",
+                              "model.sampling.negatives=shared", "model.optimizer=sparse_adam",
+                              "model.reg_mode=batch_rows"]),
     Case("sampling_study",
          ["experiment=sampling_study", "data.source.n_users=2000", "data.source.n_items=800",
           "eval.sampled.repeats=5", "eval.sampled.sample_sizes=[50,100]"],
@@ -95,18 +103,24 @@ def run_case(root: Path, case: Case, out: Path, cache: Path, reference: bool,
     done_marker = run_dir / ".done"
     if reference and done_marker.exists() and done_marker.read_text().strip() == str(threads):
         return run_dir
-    overrides = case.ref if reference and case.ref is not None else case.overrides
+    # a reference revision takes the case's overrides, or else (older keys) its `ref` ones
+    attempts = [case.overrides] + ([case.ref] if reference and case.ref is not None else [])
     bootstrap = (f"import sys; sys.path.insert(0, {str(root)!r}); sys.argv[0] = 'linrec'; "
                  "from linrec.cli import main; main()")
     env = {**os.environ, "LINREC_DATA": str(cache), "LINREC_CONF": str(root / "conf"),
            **{name: str(threads) for name in ("LINREC_THREADS", "OPENBLAS_NUM_THREADS",
                                               "OMP_NUM_THREADS", "MKL_NUM_THREADS")}}
-    cmd = [sys.executable, "-c", bootstrap, *overrides, f"hydra.run.dir={run_dir}", "quiet=true"]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=out)
-    if done.returncode != 0:
-        raise SystemExit(f"{case.name} failed with {root}:\n{done.stderr[-3000:]}")
-    done_marker.write_text(str(threads))
-    return run_dir
+    errors = []
+    for overrides in attempts:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        cmd = [sys.executable, "-c", bootstrap, *overrides, f"hydra.run.dir={run_dir}",
+               "quiet=true"]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=out)
+        if done.returncode == 0:
+            done_marker.write_text(str(threads))
+            return run_dir
+        errors.append(f"{' '.join(overrides)}:\n{done.stderr[-3000:]}")
+    raise SystemExit(f"{case.name} failed with {root}:\n" + "\n".join(errors))
 
 
 def _flat(prefix: str, value, out: dict[str, float]) -> None:
@@ -132,7 +146,8 @@ def _sampled_blocks(sampled: dict) -> dict[str, dict]:
 
 
 def numbers(run_dir: Path) -> dict[str, float]:
-    """Every compared number of a run directory: results.json metrics and study table cells."""
+    """Every compared number of a run directory: results.json metrics, the training curve of a
+    trained model (loss, lr, validation metric per epoch) and study table cells."""
     out: dict[str, float] = {}
     for results in sorted(run_dir.rglob("results.json")):
         rel = results.parent.relative_to(run_dir).as_posix()
@@ -143,6 +158,9 @@ def numbers(run_dir: Path) -> dict[str, float]:
                 _flat(f"{rel}/{split}/sampled/{setting}/exact", sampled["exact"], out)
                 for name, est in sampled["estimators"].items():
                     _flat(f"{rel}/{split}/sampled/{setting}/{name}", est, out)
+        for epoch in record.get("training", {}).get("epochs", []):  # trained models' curves
+            _flat(f"{rel}/training/{epoch.get('epoch')}",
+                  {k: v for k, v in epoch.items() if k not in ("epoch", "seconds")}, out)
     for table in sorted(run_dir.rglob("tables/*.csv")):
         with open(table) as fh:
             for i, row in enumerate(csv.DictReader(fh)):
@@ -189,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     if not worktree.exists():
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree),
                         args.ref], check=True, capture_output=True)
+    elif _commit(worktree, "HEAD") != _commit(ROOT, args.ref):  # a --keep of another revision
+        raise SystemExit(f"{worktree} holds {_commit(worktree, 'HEAD')[:9]}, not --ref "
+                         f"{args.ref}: give another --keep directory")
     failures = 0
     try:
         for case in chosen:
@@ -205,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
                             str(worktree)], capture_output=True)
     print("same numbers" if failures == 0 else f"{failures} numbers differ")
     return 1 if failures else 0
+
+
+def _commit(repo: Path, revision: str) -> str:
+    """The commit id of `revision` in the git checkout `repo`."""
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", f"{revision}^{{commit}}"],
+                          check=True, capture_output=True, text=True).stdout.strip()
 
 
 def _mkdir(path: Path) -> Path:
