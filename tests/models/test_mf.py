@@ -407,6 +407,84 @@ def test_a_step_is_the_textbook_l2_clip_and_adam_step(split, tmp_path, clip):
         assert not torch.equal(got, before)
 
 
+def test_the_no_clip_bound_skips_the_exact_norm_without_changing_a_number(split, tmp_path,
+                                                                         monkeypatch):
+    """With dense Adam, steps whose cheap norm bound is below grad_clip skip the exact norm;
+    three epochs in which some steps are clipped, some skipped and some computed exactly end
+    with the tables and losses of the same run that always computes the exact norm."""
+    import torch
+
+    def run(name):
+        model = MF(**FAST, reg=1e-4, grad_clip=0.115, checkpoint_dir=str(tmp_path / name))
+        trainer = mf_module._Trainer(model, split.train.astype(np.float64), None)
+        losses = [trainer._epoch(epoch) for epoch in (1, 2, 3)]
+        return losses, model._users.detach().clone(), model._items.detach().clone()
+
+    decisions, coefficients = [], []
+    bound, exact = mf_module._NoClipBound.unclipped, mf_module._clip_coefficient
+    monkeypatch.setattr(mf_module._NoClipBound, "unclipped",
+                        lambda *args: decisions.append(bound(*args)) or decisions[-1])
+    monkeypatch.setattr(mf_module, "_clip_coefficient",
+                        lambda *args: coefficients.append(exact(*args)) or coefficients[-1])
+    with_bound = run("bound")
+    assert any(decisions) and not all(decisions), decisions  # both kinds of steps
+    assert any(c < 1.0 for c in coefficients) and any(c == 1.0 for c in coefficients)
+    monkeypatch.setattr(mf_module._NoClipBound, "unclipped", lambda *args: False)
+    always_exact = run("exact")
+    assert with_bound[0] == always_exact[0]
+    for ours, theirs in zip(with_bound[1:], always_exact[1:], strict=True):
+        assert torch.equal(ours, theirs)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused adam", "adam"])
+def test_the_weight_norm_bound_holds_through_adam_steps(fused):
+    """B_t ≥ ‖W_t‖ after every Adam step, for gradients that push every weight the same way
+    (the fastest drift) or at random, with weight decay, a large rate and a rate cut."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    tables = [torch.randn((n, 8), generator=generator).requires_grad_(True) for n in (50, 30)]
+    optimizer = torch.optim.Adam(tables, lr=0.5, weight_decay=0.1, fused=fused)
+    bound = mf_module._NoClipBound()
+    bound.reset(tables)
+    for step in range(1, 301):
+        for table in tables:
+            table.grad = -torch.ones_like(table) if step < 150 else \
+                torch.randn(table.shape, generator=generator) * 10 ** (step % 5)
+        optimizer.step()
+        bound.advance(tables, optimizer.param_groups[0], step)
+        if step == 200:
+            optimizer.param_groups[0]["lr"] = 0.05
+        for table, limit in zip(tables, bound.weight_norms, strict=True):
+            norm = float(torch.linalg.vector_norm(table.detach(), dtype=torch.float64))
+            assert norm <= limit, (step, norm, limit)
+
+
+def test_the_no_clip_bound_never_skips_a_clipped_step():
+    """Whenever `unclipped` says so, the exact clipping coefficient is 1.0: random gradients
+    scaled around the threshold, with the L2 term, the user gradient on the batch's rows."""
+    import torch
+
+    generator = torch.Generator().manual_seed(1)
+    tables = [torch.randn((n, 16), generator=generator).requires_grad_(True) for n in (40, 60)]
+    users = torch.tensor([3, 7, 7, 12, 30])
+    bound = mf_module._NoClipBound()
+    bound.reset(tables)
+    skipped = clipped = 0
+    for scale in np.geomspace(0.5, 2.0, 200):
+        user_grad = torch.zeros(40, 16)
+        user_grad[users] = torch.randn((len(users), 16), generator=generator)
+        item_grad = torch.randn((60, 16), generator=generator)
+        norm = float(torch.linalg.vector_norm(torch.cat([user_grad, item_grad])))
+        for table, grad in zip(tables, (user_grad, item_grad), strict=True):
+            table.grad = grad * (scale * 10.0 / norm)
+        if bound.unclipped(tables, users, 10.0, 1e-3):
+            skipped += 1
+            assert mf_module._clip_coefficient(tables, 10.0, 1e-3) == 1.0, scale
+        clipped += mf_module._clip_coefficient(tables, 10.0, 1e-3) < 1.0
+    assert skipped > 50 and clipped > 50
+
+
 def test_the_batch_rows_l2_term_on_the_scored_rows_keeps_the_sparse_gradient(split, tmp_path):
     """`batch_rows` L2 on the rows the scores gathered gives the loss and the coalesced sparse
     gradients of the textbook term on rows gathered apart, bit for bit: sparse_adam's numbers
