@@ -224,22 +224,26 @@ class _NoClipBound:
 
     def __init__(self) -> None:
         self.weight_norms: list[float] | None = None
+        self.steps = 0  # Adam's t
 
-    def reset(self, tables) -> None:
+    def reset(self, tables, steps: int) -> None:
+        """The exact norms of the tables, after `steps` Adam updates."""
         torch = _torch()
         with torch.no_grad():
             self.weight_norms = [float(torch.linalg.vector_norm(t, dtype=torch.float64))
                                  for t in tables]
+        self.steps = steps
 
-    def advance(self, tables, group: dict[str, Any], step: int) -> None:
-        """After Adam's `step`-th update with the settings of `group`."""
+    def advance(self, tables, group: dict[str, Any]) -> None:
+        """After one more Adam update with the settings of `group`."""
         if self.weight_norms is None:
             return
+        self.steps += 1
         beta1, beta2 = group["betas"]
         if beta1 * beta1 >= beta2:
             self.weight_norms = None
             return
-        ratio = (math.sqrt(1 - beta2 ** step) / (1 - beta1 ** step) * (1 - beta1)
+        ratio = (math.sqrt(1 - beta2 ** self.steps) / (1 - beta1 ** self.steps) * (1 - beta1)
                  / math.sqrt((1 - beta2) * (1 - beta1 * beta1 / beta2)))
         self.weight_norms = [
             (norm + math.sqrt(t.numel()) * group["lr"] * ratio * (1 + self._PAD))
@@ -252,9 +256,9 @@ class _NoClipBound:
             return False
         torch = _torch()
         user_grad, item_grad = (t.grad for t in tables)
-        grad_norms = (torch.linalg.vector_norm(user_grad[torch.unique(users)]),
-                      torch.linalg.vector_norm(item_grad))
-        bound = math.hypot(*(float(g) * (1 + self._PAD) + reg * w
+        grad_norms = torch.stack((torch.linalg.vector_norm(user_grad[torch.unique(users)]),
+                                  torch.linalg.vector_norm(item_grad))).tolist()  # one sync
+        bound = math.hypot(*(g * (1 + self._PAD) + reg * w
                              for g, w in zip(grad_norms, self.weight_norms, strict=True)))
         return bound * (1 + self._PAD) + 1e-6 < max_norm  # NaN or inf: False
 
@@ -526,7 +530,9 @@ class _Trainer:
         self._stat_sums = {name: torch.zeros((), device=self.device)
                            for name in self.model.loss.stats}
         if self.cfg.optimizer == "adam" and self.cfg.grad_clip > 0:  # dense gradients
-            self.no_clip_bound.reset((self.model._users, self.model._items))
+            adam = self.optimizer.state.get(self.model._users, {})
+            self.no_clip_bound.reset((self.model._users, self.model._items),
+                                     int(adam.get("step", 0)))
         batches = self._batches()
         if sys.stderr.isatty():
             from tqdm import tqdm
@@ -586,13 +592,8 @@ class _Trainer:
         if scale_l2:
             self.optimizer.param_groups[0]["weight_decay"] = self.table_reg
         if cfg.optimizer == "adam":
-            self.no_clip_bound.advance(tables, self.optimizer.param_groups[0],
-                                       self._adam_steps())
+            self.no_clip_bound.advance(tables, self.optimizer.param_groups[0])
         return loss.detach()
-
-    def _adam_steps(self) -> int:
-        """How many updates Adam has made (its bias corrections' t)."""
-        return int(self.optimizer.state[self.model._users]["step"])
 
     def _batch_loss(self, batch):
         """The batch's mean loss (with the L2 penalty of `batch_rows`; `_step` adds the

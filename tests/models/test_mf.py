@@ -446,13 +446,13 @@ def test_the_weight_norm_bound_holds_through_adam_steps(fused):
     tables = [torch.randn((n, 8), generator=generator).requires_grad_(True) for n in (50, 30)]
     optimizer = torch.optim.Adam(tables, lr=0.5, weight_decay=0.1, fused=fused)
     bound = mf_module._NoClipBound()
-    bound.reset(tables)
+    bound.reset(tables, 0)
     for step in range(1, 301):
         for table in tables:
             table.grad = -torch.ones_like(table) if step < 150 else \
                 torch.randn(table.shape, generator=generator) * 10 ** (step % 5)
         optimizer.step()
-        bound.advance(tables, optimizer.param_groups[0], step)
+        bound.advance(tables, optimizer.param_groups[0])
         if step == 200:
             optimizer.param_groups[0]["lr"] = 0.05
         for table, limit in zip(tables, bound.weight_norms, strict=True):
@@ -469,7 +469,7 @@ def test_the_no_clip_bound_never_skips_a_clipped_step():
     tables = [torch.randn((n, 16), generator=generator).requires_grad_(True) for n in (40, 60)]
     users = torch.tensor([3, 7, 7, 12, 30])
     bound = mf_module._NoClipBound()
-    bound.reset(tables)
+    bound.reset(tables, 0)
     skipped = clipped = 0
     for scale in np.geomspace(0.5, 2.0, 200):
         user_grad = torch.zeros(40, 16)
