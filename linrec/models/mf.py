@@ -591,8 +591,7 @@ class _Trainer:
         self.optimizer.step()
         if scale_l2:
             self.optimizer.param_groups[0]["weight_decay"] = self.table_reg
-        if cfg.optimizer == "adam":
-            self.no_clip_bound.advance(tables, self.optimizer.param_groups[0])
+        self.no_clip_bound.advance(tables, self.optimizer.param_groups[0])  # if `_epoch` reset it
         return loss.detach()
 
     def _batch_loss(self, batch):
