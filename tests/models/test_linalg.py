@@ -230,11 +230,12 @@ def test_recursive_path_is_in_place_without_square_temporaries():
     np.testing.assert_allclose(P, expected, rtol=0, atol=1e-10 * np.abs(expected).max())
 
 
-@pytest.mark.parametrize("n, tile", [(20, 7), (5, 256), (1, 1)])
-def test_symmetrize_from_upper(n, tile):
+@pytest.mark.parametrize("n, tile", [(20, 7), (5, 256), (1, 1), (0, 16), (300, 16), (301, 16)])
+@pytest.mark.parametrize("from_upper", [True, False])
+def test_symmetrize_copies_one_triangle(n, tile, from_upper):
     A = np.random.default_rng(n).standard_normal((n, n))
-    expected = np.triu(A) + np.triu(A, 1).T
-    linalg._symmetrize_from_upper(A, tile)
+    expected = (np.triu(A) + np.triu(A, 1).T if from_upper else np.tril(A) + np.tril(A, -1).T)
+    linalg._symmetrize(A, from_upper, tile)
     np.testing.assert_array_equal(A, expected)
 
 
