@@ -46,7 +46,13 @@ within 0.08 of 1024. So on two threads the recursive path is faster at n = 500 (
 to a quarter, in a few ms), by 4-12 % from 1 000 to 4 096 except float64 at 2 000 and 3 000
 (0-4 % slower), and level at 8 192. The rule still keeps "lapack" where it is safe: those
 inverses take at most 3.3 s, and the fits that take them keep the bits they have had since
-the first releases.
+the first releases. Re-measured at stop 19 on another VM of the type (AMD EPYC, OpenBLAS
+0.3.31 with its Haswell kernels; GEMM 241 / 118 GFLOP/s), after the final triangle copy was
+made TLB-friendly (`_symmetrize`): lapack vs recursive 1024, float32 / float64: 500: 3.09 /
+2.27 vs 2.41 / 1.99; 1 000: 1.64 / 1.53 vs 1.54 / 1.46; 2 000: 1.35 / 1.34 vs 1.26 / 1.28;
+3 000 float64: 1.25 vs 1.18; 4 096: 1.14 / 1.20 vs 1.12 / 1.14; 8 192 float32: 1.08 vs 1.09.
+The same picture (the recursive path up to a tenth faster below 4 096 items, in inverses of
+at most 0.8 s; level above), so the rule stands.
 """
 
 from __future__ import annotations
@@ -159,7 +165,7 @@ def _symmetrize(A: np.ndarray, from_upper: bool, tile: int = 16) -> None:
     lower (`from_upper`) or the lower onto the upper. Fast for C order: the destination is cut
     into strips of `tile` columns, each of whose rows gathers `tile` values from `tile` rows of
     the source, each on its own page once a row is a few KB long; 16 pages stay within the TLB.
-    With strips of 256 the copy took 84-880 ms at n = 8 192 float32 after an inverse (the same
+    With strips of 256 the copy took 84-1 580 ms at n = 8 192 float32 after an inverse (the same
     matrix; the spread is from one allocation to the next on this VM), with 16 37 ms every
     time. Strips of rows instead of columns (the lapack path's Fortran view, until stop 19)
     thrash the TLB the same way: 60-110 ms at n = 4 096 float32."""
