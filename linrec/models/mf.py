@@ -44,6 +44,7 @@ from linrec.models.mf_ops import (
     keep_freed_memory,
     normalize_rows,
     sampled_dot,
+    square_sum,
     squared_norm_with_l2,
 )
 from linrec.models.samplers import TrainingSampler
@@ -204,8 +205,8 @@ def _clip_coefficient(tables, max_norm: float, reg: float) -> float:
 
 
 class _NoClipBound:
-    """Tells, from a cheap upper bound, that a dense-gradient step is not clipped, so that the
-    exact norm (a float64 read of both tables and their gradients, 1.5 ms of a 19 ms
+    """Tells, from a cheap upper bound, that a step is not clipped, so that the exact norm (with
+    dense gradients a float64 read of both tables and their gradients, 1.5 ms of a 19 ms
     per-example step) is needed only when it might be. On the Gowalla split the step is
     clipped in a third of epoch 1's steps and in none afterwards. When the bound is below
     `max_norm` the exact coefficient is 1.0 as well: the numbers do not change.
@@ -218,7 +219,13 @@ class _NoClipBound:
       within an epoch) plus, per Adam step, √numel · max |Δw|, where |Δw| = lr·|m̂|/(√v̂ + ε)
       ≤ lr·C_t, C_t = √(1 − β2ᵗ)/(1 − β1ᵗ) · (1 − β1)/√((1 − β2)(1 − β1²/β2)) (Cauchy–Schwarz
       on the sums that make m and v; β1² < β2, else there is no bound and every step takes the
-      exact norm). Clipping and weight decay change g, not this bound."""
+      exact norm). Clipping and weight decay change g, not this bound.
+
+    Sparse gradients (`sparse_adam`: coalesced, no L2 term in the norm) need no weight bound:
+    their squares are summed in float64 in one read (`square_sum`), within (k·d)·2⁻⁵² of the
+    exact sum, and that relative error, padded, stands in for `_PAD`. On the shared-negative
+    benchmark this check costs 20 µs where torch's float64 norms of the values cost 77 µs
+    (an interleaved A/B of whole steps: 2 % of the step)."""
 
     _PAD = 1e-3
 
@@ -252,15 +259,29 @@ class _NoClipBound:
     def unclipped(self, tables, users, max_norm: float, reg: float) -> bool:
         """True when the step's gradient norm (with the L2 term reg·W) is surely below
         `max_norm`; False when it may not be (then compute it exactly)."""
+        user_grad, item_grad = (t.grad for t in tables)
+        if user_grad.is_sparse and item_grad.is_sparse and reg == 0:
+            return self._sparse_unclipped((user_grad, item_grad), max_norm)
         if self.weight_norms is None:
             return False
         torch = _torch()
-        user_grad, item_grad = (t.grad for t in tables)
         grad_norms = torch.stack((torch.linalg.vector_norm(user_grad[torch.unique(users)]),
                                   torch.linalg.vector_norm(item_grad))).tolist()  # one sync
         bound = math.hypot(*(g * (1 + self._PAD) + reg * w
                              for g, w in zip(grad_norms, self.weight_norms, strict=True)))
         return bound * (1 + self._PAD) + 1e-6 < max_norm  # NaN or inf: False
+
+    @staticmethod
+    def _sparse_unclipped(grads, max_norm: float) -> bool:
+        """True when the coalesced sparse gradients' norm is surely below `max_norm`. The sum
+        here and torch's (the exact path: float64 norms, squared, added, rooted) are each
+        within γ = (k·d + 1)·2⁻⁵³ of the true sum, and torch adds four roundings: the norm is
+        below √total·(1 + 2γ + 8·2⁻⁵³), which the pad covers with room."""
+        values = [grad.coalesce().values() for grad in grads]
+        count = sum(v.numel() for v in values)
+        total = sum(square_sum(v) for v in values)
+        pad = 1.0 + 4.0 * (count + 16) * 2.0 ** -52
+        return math.sqrt(total) * pad + 1e-6 < max_norm * (1 - 2.0 ** -48)  # NaN: False
 
 
 def _adam(parameters, lr: float, weight_decay: float):

@@ -74,6 +74,18 @@ def squared_norm_with_l2(grad: Any, weights: Any, reg: float) -> float:
     return float(rows.sum())
 
 
+def square_sum(values: Any) -> float:
+    """Σ values² of a (k, d) tensor in float64, summed in any order (within (k·d)·2⁻⁵² of the
+    exact sum, relatively): one read on a CPU, without torch's float64 copy."""
+    import torch
+
+    if values.device.type != "cpu" or values.dtype not in (torch.float32, torch.float64):
+        return float(values.double().square().sum())
+    from linrec.models import _mf_kernels
+
+    return float(_mf_kernels.square_sum(values.detach().contiguous().numpy()))
+
+
 def run_on_rows(kernel, n_rows: int, *args: Any) -> None:
     """kernel(*args, start, stop) over [0, n_rows) in chunks on torch's thread count
     (`hardware.on_row_chunks`, this thread among them; a thread gets at least

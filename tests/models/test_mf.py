@@ -4,6 +4,8 @@ detection, every loss learning something, and bad settings."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -407,15 +409,20 @@ def test_a_step_is_the_textbook_l2_clip_and_adam_step(split, tmp_path, clip):
         assert not torch.equal(got, before)
 
 
+@pytest.mark.parametrize("settings, clip", [({}, 0.115), (SPARSE, 0.113)],
+                         ids=["adam", "sparse_adam"])
 def test_the_no_clip_bound_skips_the_exact_norm_without_changing_a_number(split, tmp_path,
-                                                                         monkeypatch):
-    """With dense Adam, steps whose cheap norm bound is below grad_clip skip the exact norm;
-    three epochs in which some steps are clipped, some skipped and some computed exactly end
-    with the tables and losses of the same run that always computes the exact norm."""
+                                                                         monkeypatch,
+                                                                         settings, clip):
+    """Steps whose cheap norm bound is below grad_clip skip the exact norm (dense Adam: the
+    weight bound; sparse_adam: the float64 sum of the values' squares); three epochs in which
+    some steps are clipped, some skipped and some computed exactly end with the tables and
+    losses of the same run that always computes the exact norm."""
     import torch
 
     def run(name):
-        model = MF(**FAST, reg=1e-4, grad_clip=0.115, checkpoint_dir=str(tmp_path / name))
+        model = MF(**{**FAST, **settings}, reg=1e-4, grad_clip=clip,
+                   checkpoint_dir=str(tmp_path / name))
         trainer = mf_module._Trainer(model, split.train.astype(np.float64), None)
         losses = [trainer._epoch(epoch) for epoch in (1, 2, 3)]
         return losses, model._users.detach().clone(), model._items.detach().clone()
@@ -428,7 +435,9 @@ def test_the_no_clip_bound_skips_the_exact_norm_without_changing_a_number(split,
                         lambda *args: coefficients.append(exact(*args)) or coefficients[-1])
     with_bound = run("bound")
     assert any(decisions) and not all(decisions), decisions  # both kinds of steps
-    assert any(c < 1.0 for c in coefficients) and any(c == 1.0 for c in coefficients)
+    assert any(c < 1.0 for c in coefficients)
+    if not settings:  # the dense bound is loose: some exact norms are below the threshold
+        assert any(c == 1.0 for c in coefficients)
     monkeypatch.setattr(mf_module._NoClipBound, "unclipped", lambda *args: False)
     always_exact = run("exact")
     assert with_bound[0] == always_exact[0]
@@ -482,6 +491,34 @@ def test_the_no_clip_bound_never_skips_a_clipped_step():
             skipped += 1
             assert mf_module._clip_coefficient(tables, 10.0, 1e-3) == 1.0, scale
         clipped += mf_module._clip_coefficient(tables, 10.0, 1e-3) < 1.0
+    assert skipped > 50 and clipped > 50
+
+
+def test_the_sparse_no_clip_bound_never_skips_a_clipped_step():
+    """For coalesced sparse gradients (sparse_adam), `unclipped` is True only when the exact
+    clipping coefficient is 1.0, down to norms a few float32 ulps from the threshold, and it
+    lets most steps below the threshold through."""
+    import torch
+
+    generator = torch.Generator().manual_seed(2)
+    tables = [torch.zeros((n, 16)).requires_grad_(True) for n in (40, 60)]
+    rows = [torch.tensor([3, 7, 12, 30]), torch.tensor([0, 5, 6, 59, 20, 41])]
+    bound = mf_module._NoClipBound()  # never reset: sparse gradients need no weight bound
+    values = [torch.randn((len(r), 16), generator=generator) for r in rows]
+    norm = math.sqrt(sum(float(torch.linalg.vector_norm(v, dtype=torch.float64)) ** 2
+                         for v in values))
+    target = 10.0 - 1e-6  # the exact coefficient is max/(norm + 1e-6): 1.0 up to here
+    skipped = clipped = 0
+    scales = np.concatenate([np.geomspace(0.5, 2.0, 100), 1 + np.linspace(-3e-7, 3e-7, 101)])
+    for scale in scales:
+        for table, row, value in zip(tables, rows, values, strict=True):
+            table.grad = torch.sparse_coo_tensor(row[None], value * (scale * target / norm),
+                                                 table.shape, check_invariants=True).coalesce()
+        exact = mf_module._clip_coefficient(tables, 10.0, 0.0)
+        if bound.unclipped(tables, rows[0], 10.0, 0.0):
+            skipped += 1
+            assert exact == 1.0, scale
+        clipped += exact < 1.0
     assert skipped > 50 and clipped > 50
 
 

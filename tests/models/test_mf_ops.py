@@ -97,3 +97,20 @@ def test_the_compiled_row_passes_do_not_depend_on_the_thread_count():
     torch.testing.assert_close(results[0][0], want, rtol=1e-5, atol=1e-7)
     expected = float(((weights.double() + 0.3 * x.detach().double()) ** 2).sum())
     assert results[0][1] == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_square_sum_is_the_float64_sum_of_squares_within_its_error_bound(dtype):
+    """square_sum (any summation order) agrees with an exactly rounded float64 sum of squares
+    (math.fsum) within the (k·d)·2⁻⁵² relative bound the clipping check pads for, on a
+    non-contiguous view too; an empty tensor sums to 0."""
+    import math
+
+    from linrec.models.mf_ops import square_sum
+
+    generator = torch.Generator().manual_seed(3)
+    values = torch.randn((301, 64), generator=generator, dtype=dtype) * 1e3
+    for tensor in (values, values[::2, 1:40], values[:0]):
+        exact = math.fsum(float(v) ** 2 for v in tensor.reshape(-1).double())
+        got = square_sum(tensor)
+        assert abs(got - exact) <= tensor.numel() * 2.0 ** -52 * exact, (got, exact)
