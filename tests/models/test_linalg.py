@@ -232,11 +232,17 @@ def test_recursive_path_is_in_place_without_square_temporaries():
 
 @pytest.mark.parametrize("n, tile", [(20, 7), (5, 256), (1, 1), (0, 16), (300, 16), (301, 16)])
 @pytest.mark.parametrize("from_upper", [True, False])
-def test_symmetrize_copies_one_triangle(n, tile, from_upper):
-    A = np.random.default_rng(n).standard_normal((n, n))
-    expected = (np.triu(A) + np.triu(A, 1).T if from_upper else np.tril(A) + np.tril(A, -1).T)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_symmetrize_copies_one_triangle(n, tile, from_upper, dtype):
+    """The mirrored triangle, bit for bit (signed zeros included), with full and partial
+    diagonal tiles."""
+    A = np.random.default_rng(n).standard_normal((n, n)).astype(dtype)
+    A[::3, ::2] = -0.0
+    source = np.tri(n, dtype=bool).T if from_upper else np.tri(n, dtype=bool)
+    expected = np.where(source, A, A.T)
     linalg._symmetrize(A, from_upper, tile)
-    np.testing.assert_array_equal(A, expected)
+    bits = np.uint64 if dtype == np.float64 else np.uint32
+    np.testing.assert_array_equal(A.view(bits), expected.view(bits))
 
 
 def test_spd_inverse_rejects_bad_dtype_and_shape():
