@@ -444,3 +444,22 @@ def test_numba_backend_reports_an_indefinite_system() -> None:
     with pytest.raises(ConfigError, match="not positive definite"):
         IALS(factors=30, reg=0.0, alpha0=0.0, epochs=1, backend="numba",
              dtype="float64").fit(random_binary(n_users=10, n_items=40, density=0.05))
+
+
+@pytest.mark.parametrize("shape", [(1000, 7), (70, 256), (5, 0), (0, 8)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_initial_factors_drawn_in_chunks_equal_one_draw(shape, dtype) -> None:
+    """`_normal_rows` gives the numbers of one float64 draw of the whole array cast at once,
+    bit for bit, with the empty rows zeroed, and leaves the generator where one draw does
+    (so the item factors drawn next are the same too)."""
+    from linrec.models.als import _normal_rows
+
+    zero_rows = np.arange(shape[0]) % 3 == 1
+    expected_rng, rng = np.random.default_rng(4), np.random.default_rng(4)
+    expected = expected_rng.normal(0.0, 0.1, shape)
+    expected[zero_rows] = 0.0
+    expected = np.ascontiguousarray(expected, dtype=dtype)
+    got = _normal_rows(rng, 0.1, shape, dtype, zero_rows)
+    assert got.dtype == np.dtype(dtype) and got.flags.c_contiguous
+    np.testing.assert_array_equal(got.view(np.uint8), expected.view(np.uint8))
+    assert rng.random() == expected_rng.random()
