@@ -171,8 +171,8 @@ def _symmetrize(A: np.ndarray, from_upper: bool, tile: int = 16) -> None:
     time. Strips of rows instead of columns (the lapack path's Fortran view, until stop 19)
     thrash the TLB the same way: 60-110 ms at n = 4 096 float32. The diagonal tiles are mirrored
     last, all in one batched pass (a strided view of the tiles): one numpy call per strip
-    instead of five, 2.6 -> 1.8 ms at n = 2 000 float32 (0.08 -> 0.05 of the inverse's
-    roofline time) and 11 -> 8.5 ms at 4 096. Every value is copied, not recomputed: the
+    instead of five, 2.9 -> 1.9 ms at n = 2 000 float32 (0.087 -> 0.058 of the inverse's
+    roofline time) and 10.8 -> 8.1 ms at 4 096. Every value is copied, not recomputed: the
     result is bit for bit the source triangle's."""
     n = A.shape[0]
     for start in range(0, n, tile):
@@ -181,9 +181,9 @@ def _symmetrize(A: np.ndarray, from_upper: bool, tile: int = 16) -> None:
             A[stop:, start:stop] = A[start:stop, stop:].T
         else:
             A[:start, start:stop] = A[start:stop, :start].T
-    full, item = n // tile, A.itemsize
+    full, (row, column) = n // tile, A.strides
     diagonal = [as_strided(A, shape=(full, tile, tile),  # the full tiles on the diagonal
-                           strides=(tile * (n + 1) * item, A.strides[0], item))]
+                           strides=(tile * (row + column), row, column))]
     if n % tile:
         diagonal.append(A[full * tile:, full * tile:][None])
     for tiles in diagonal:
