@@ -21,9 +21,15 @@ Per configuration (factors x solver) and round, interleaved:
     pattern check and conversion, the transpose, the chunking, the random init and the Gram
     matrices); per-epoch time = median of `epoch_seconds_` of the longer fit.
 Each line prints the medians over rounds, and the ratio linrec / implicit of the medians of
-the per-round ratios. The last column, "fresh", is one 1-epoch fit in a new Python process
-(after the data are built: the library's import, linrec's numba import and cached-kernel load,
-the fit); it shows the one-off cost per process, which the other columns exclude (warm-up).
+the per-round ratios. The column "fresh" is one 1-epoch fit in a new Python process (after the
+data are built: the library's import, linrec's numba import and cached-kernel load, the fit);
+it shows the one-off cost per process, which the other columns exclude (warm-up). Most of that
+cost is numba's own start (its import and the set-up of its compiler's registries: 0.3-0.4 s
+on this machine type), which a `linrec` run pays anyway for its evaluation (the rank kernel is
+compiled with numba): the column "fresh+" is the same fresh fit in a process where another
+linrec kernel has already started numba (both libraries, so both processes are in the same
+state), i.e. the marginal cost of an iALS fit in a linrec run (iALS's own kernels load in
+about 0.02 s once numba runs).
 Wall time is what counts on a quiet machine; the CPU-time columns (all
 threads of the process) are printed too because on a shared machine they are far less
 sensitive to the other processes than wall time.
@@ -95,9 +101,11 @@ def fit_linrec(train: sp.csr_matrix, factors: int, solver: str, epochs: int,
 
 
 def fresh_fit(library: str, factors: int, solver: str, alpha: float,
-              args: argparse.Namespace) -> float:
-    """Seconds of one 1-epoch fit in a new process, from before the library's import."""
+              args: argparse.Namespace, numba_started: bool = False) -> float:
+    """Seconds of one 1-epoch fit in a new process, from before the library's import;
+    `numba_started`: after another linrec kernel has started numba (untimed)."""
     command = [sys.executable, __file__, "--child", library, str(factors), solver, str(alpha),
+               "numba" if numba_started else "cold",
                "--users", str(args.users), "--items", str(args.items),
                "--interactions", str(args.interactions), "--threads", str(args.threads)]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
@@ -105,10 +113,15 @@ def fresh_fit(library: str, factors: int, solver: str, alpha: float,
 
 
 def child(args: argparse.Namespace) -> None:
-    """The process of `fresh_fit`: build the data, then time import + fit; prints seconds."""
-    library, factors, solver, alpha = args.child
+    """The process of `fresh_fit`: build the data (and start numba, if asked), then time
+    import + fit; prints seconds."""
+    library, factors, solver, alpha, start = args.child
     train = synthetic_interactions(args.users, args.items,
                                    1.04 * args.interactions / args.users, seed=0)
+    if start == "numba":  # as the evaluation of a linrec run does: any compiled kernel will do
+        from linrec.models._sparse_dense import sparse_dense_product
+
+        sparse_dense_product(train[:8], np.ones((train.shape[1], 2), np.float32), 1)
     started = time.perf_counter()
     if library == "linrec":
         fit_linrec(train, int(factors), solver, 1, args.threads)
@@ -131,10 +144,12 @@ def measure(train: sp.csr_matrix, factors: int, solver: str, args: argparse.Name
         for length, epochs in (("1", 1), ("n", args.epochs)):
             for name, run in runners.items():
                 results[name][length].append(Timing(lambda r=run, e=epochs: r(e)))
-    for alpha in args.implicit_alpha:
-        results[f"implicit alpha={alpha:g}"]["fresh"] = [
-            fresh_fit("implicit", factors, solver, alpha, args)]
-    results["linrec numba"]["fresh"] = [fresh_fit("linrec", factors, solver, 0, args)]
+    for started, field in ((False, "fresh"), (True, "fresh+")):
+        for alpha in args.implicit_alpha:
+            results[f"implicit alpha={alpha:g}"][field] = [
+                fresh_fit("implicit", factors, solver, alpha, args, started)]
+        results["linrec numba"][field] = [
+            fresh_fit("linrec", factors, solver, 0, args, started)]
     return results
 
 
@@ -149,8 +164,8 @@ def report(factors: int, solver: str, results: dict[str, dict[str, list[Timing]]
         if name == "linrec numba":
             return ""
         pairs = zip(mine[length], results[name][length], strict=True)
-        if field == "fresh":
-            return f"{mine['fresh'][0] / results[name]['fresh'][0]:.2f}x"
+        if field.startswith("fresh"):
+            return f"{mine[field][0] / results[name][field][0]:.2f}x"
         if field == "epoch":
             values = [median(a.epochs) / median(b.epochs) for a, b in pairs]
         else:
@@ -165,7 +180,8 @@ def report(factors: int, solver: str, results: dict[str, dict[str, list[Timing]]
               f" {median([t.wall for t in timings['n']]):8.3f} {ratio(name, 'n', 'wall'):>7}"
               f" {median([t.cpu for t in timings['1']]):8.3f} {ratio(name, '1', 'cpu'):>7}"
               f" {median([t.cpu for t in timings['n']]):8.3f} {ratio(name, 'n', 'cpu'):>7}"
-              f" {timings['fresh'][0]:8.3f} {ratio(name, 'n', 'fresh'):>7}")
+              f" {timings['fresh'][0]:8.3f} {ratio(name, 'n', 'fresh'):>7}"
+              f" {timings['fresh+'][0]:8.3f} {ratio(name, 'n', 'fresh+'):>7}")
     sys.stdout.flush()
 
 
@@ -184,7 +200,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--implicit-alpha", type=float, nargs="+", default=[1 + 1 / ALPHA0],
                         help="implicit's alpha; 1 + 1/alpha0 = the same problem (default)")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)  # see fresh_fit
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)  # see fresh_fit
     args = parser.parse_args()
     if args.child:
         child(args)
@@ -203,7 +219,7 @@ def main() -> None:
     print(f"{'k':>4} {'solver':<9} {'library':<19} {'epoch s':>8} {'ratio':>7}"
           f" {'fit1 s':>8} {'ratio':>7} {f'fit{n} s':>8} {'ratio':>7}"
           f" {'cpu1 s':>8} {'ratio':>7} {f'cpu{n} s':>8} {'ratio':>7}"
-          f" {'fresh s':>8} {'ratio':>7}")
+          f" {'fresh s':>8} {'ratio':>7} {'fresh+ s':>8} {'ratio':>7}")
     for factors in args.factors:
         for solver in args.solvers:
             report(factors, solver, measure(train, factors, solver, args), args)
