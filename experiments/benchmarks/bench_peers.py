@@ -122,7 +122,7 @@ def child(args: argparse.Namespace) -> None:
         lists = recommend()
         rec_seconds.append(time.perf_counter() - t0)
     np.save(out, lists)
-    print(json.dumps({"fit": fit_seconds, "extra": extra, "rss": before,
+    print(json.dumps({"fit": fit_seconds, "extra": extra,
                       "first": rec_seconds[0], "rec": rec_seconds[1]}))
 
 
