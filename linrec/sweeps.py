@@ -87,10 +87,9 @@ def job_name(override_dirname: str) -> str:
 
 def register_resolvers() -> None:
     """`${linrec_job:${hydra.job.override_dirname}}` for conf/config.yaml (idempotent)."""
-    from omegaconf import OmegaConf
+    from linrec.hydra_compat import register_resolver
 
-    OmegaConf.register_new_resolver("linrec_job", lambda name: job_name(str(name)),
-                                    replace=True)
+    register_resolver("linrec_job", lambda name: job_name(str(name)))
 
 
 def sweep_overrides(overrides: Sequence[str]) -> list[str]:

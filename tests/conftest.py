@@ -1,6 +1,6 @@
-"""Stand-ins shared by the tests of every package: scorers with known scores and a random
-evaluation set (import them with `from tests.conftest import ...`); every test gets its own
-empty $LINREC_DATA."""
+"""Stand-ins shared by the tests of every package: scorers with known scores, a random
+evaluation set and the config `linrec` composes (import them with `from tests.conftest import
+...`); every test gets its own empty $LINREC_DATA."""
 
 from __future__ import annotations
 
@@ -9,6 +9,19 @@ import pytest
 import scipy.sparse as sp
 
 from linrec.data.splits import EvalSet
+
+
+def compose_config(*overrides: str):
+    """The config the `linrec` command composes for these overrides (Hydra's DictConfig)."""
+    from hydra import compose, initialize_config_dir
+
+    from linrec.cli import config_dir
+    from linrec.config import register_configs
+    from linrec.hydra_compat import version_base
+
+    register_configs()
+    with initialize_config_dir(config_dir=config_dir(), **version_base()):
+        return compose(config_name="config", overrides=list(overrides))
 
 
 @pytest.fixture(autouse=True)

@@ -9,22 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
-from linrec.cli import config_dir
-from linrec.config import RunConfig, register_configs, run_config
+from linrec.config import RunConfig, run_config
 from linrec.data.configs import DataConfig
 from linrec.errors import ConfigError
 from linrec.models.configs import MODEL_CONFIGS
+from tests.conftest import compose_config
 
 CONF = Path(__file__).parents[1] / "conf"
-
-
-def compose_config(*overrides: str):
-    register_configs()
-    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
 
 
 def _names(group: str) -> list[str]:

@@ -23,7 +23,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper
+try:
+    from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper
+except ImportError:  # no linrec[sweep]: the class below is no Hydra plugin, and Hydra's scan of
+    OptunaSweeper = object  # this namespace passes over it instead of warning on every run
 
 log = logging.getLogger("linrec")
 _SQLITE = "sqlite:///"

@@ -1,20 +1,15 @@
-"""Helpers of the study tests: compose a config as `linrec` does, with an isolated data home."""
+"""Helpers of the study tests: small synthetic data, an isolated data home, and the shared
+`compose_config` (tests/conftest.py)."""
 
 from __future__ import annotations
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from linrec.cli import config_dir
-from linrec.config import register_configs
+from tests.conftest import compose_config
+
+__all__ = ["SMALL_DATA", "compose_config"]
 
 SMALL_DATA = ["data.source.n_users=400", "data.source.n_items=150"]
-
-
-def compose_config(*overrides: str):
-    register_configs()
-    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
 
 
 @pytest.fixture(autouse=True)
