@@ -49,6 +49,12 @@ def atomic_open(path: str | Path, mode: str = "w", *, fsync: bool = False) -> It
                 fh.flush()
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.errno is not None and exc.filename in (None, str(tmp)):
+            # a failed write names no file, or the temporary one: name the file being written
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -20,11 +20,22 @@ BASIC_SWEEPER = "hydra/sweeper=linrec_basic"
 
 
 def config_dir() -> str:
-    """The Hydra config directory: $LINREC_CONF, else the repository's conf/ beside the package."""
+    """The Hydra config directory: $LINREC_CONF, else the configs installed with linrec (the
+    package `linrec.conf`, which is the checkout's conf/ in an editable install), else, for a
+    source tree run without installing, the conf/ beside the package."""
     env = os.environ.get("LINREC_CONF")
-    path = Path(env) if env else Path(__file__).resolve().parents[1] / "conf"
-    if not (path / "config.yaml").is_file():
-        sys.exit(f"linrec: error: no config.yaml in {path}; set LINREC_CONF to the conf/ directory")
+    if env:
+        path = Path(env)
+    else:
+        try:
+            from importlib.resources import files
+
+            path = files("linrec.conf")
+        except ModuleNotFoundError:
+            path = Path(__file__).resolve().parents[1] / "conf"
+    if not isinstance(path, Path) or not (path / "config.yaml").is_file():
+        sys.exit(f"linrec: error: no config.yaml in {path}; set LINREC_CONF to a directory "
+                 "of linrec's configs")
     return str(path)
 
 
@@ -119,7 +130,9 @@ def precheck(argv: Sequence[str]) -> str | None:
         jobs = _job_overrides(args.overrides)
     except Exception:  # noqa: BLE001 - a syntax error: Hydra's own message is the clear one
         return None
-    with initialize_config_dir(config_dir=config_dir(), version_base="1.3", job_name="linrec"):
+    from linrec.hydra_compat import version_base
+
+    with initialize_config_dir(config_dir=config_dir(), job_name="linrec", **version_base()):
         def compose_job(overrides: list[str]) -> object:
             return compose(config_name=args.config_name or "config", overrides=overrides)
 
@@ -217,6 +230,15 @@ def _task(cfg) -> float | None:
         mark_failed(run_dir, f"interrupted by {name}")
         print(f"linrec: {run_dir}: interrupted by {name}, marked FAILED", file=sys.stderr)
         sys.exit(128 + signum)
+    except OSError as exc:  # a full disk, a permission: one line; the traceback in FAILED
+        import traceback
+
+        _mark_failed_if_possible(run_dir, f"{type(exc).__name__}: {exc}\n\n"
+                                 f"{traceback.format_exc()}")
+        print(f"linrec: error: {os_error_text(exc)}", file=sys.stderr)
+        if not sweeping:
+            sys.exit(2)
+        return None
     except Exception as exc:  # an internal error: keep its traceback, still mark the run
         import traceback
 
@@ -230,15 +252,59 @@ def _task(cfg) -> float | None:
         return None
 
 
+#: Hydra plugins of the `sweep` extra: the command-line choice -> the module that provides it
+SWEEP_EXTRA = {
+    "hydra/sweeper=optuna": "hydra_plugins.hydra_optuna_sweeper",
+    "hydra/launcher=joblib": "hydra_plugins.hydra_joblib_launcher",
+    "hydra/launcher=submitit_slurm": "hydra_plugins.hydra_submitit_launcher",
+    "hydra/launcher=submitit_local": "hydra_plugins.hydra_submitit_launcher",
+}
+
+
+def missing_extra(argv: Sequence[str]) -> str | None:
+    """A message when the command line chooses a sweeper or launcher of the `sweep` extra and
+    that extra is not installed (Hydra would only say it cannot find the config)."""
+    from importlib.util import find_spec
+
+    for arg in argv:
+        module = SWEEP_EXTRA.get(arg.lstrip("+"))
+        if module and find_spec(module) is None:
+            return (f"{arg.lstrip('+')} needs linrec's `sweep` extra: "
+                    "pip install 'linrec[sweep]' (or -e '.[sweep]' in a checkout)")
+    return None
+
+
+def os_error_text(exc: OSError) -> str:
+    """'<path>: <cause>' of an operating-system error (the cause alone when it names no path)."""
+    cause = exc.strerror or str(exc)
+    return f"{exc.filename}: {cause}" if exc.filename else cause
+
+
+def _mark_failed_if_possible(run_dir: Path, message: str) -> None:
+    """mark_failed, which an error of the disk itself may also stop: then say so."""
+    from linrec.results import mark_failed
+
+    try:
+        mark_failed(run_dir, message)
+    except OSError as exc:
+        print(f"linrec: could not mark {run_dir} FAILED: {os_error_text(exc)}", file=sys.stderr)
+
+
 def main() -> None:
     """`linrec [overrides...]`: see README.md."""
     import hydra
 
     from linrec.config import register_configs
+    from linrec.hydra_compat import version_base
     from linrec.sweeps import sweep_overrides
 
+    if sys.argv[1:] == ["--version"]:  # linrec's, not Hydra's own --version
+        from linrec.results import version_text
+
+        print(version_text())
+        return
     register_configs()
-    problem = precheck(sys.argv[1:])
+    problem = missing_extra(sys.argv[1:]) or precheck(sys.argv[1:])
     if problem:
         print(f"linrec: error: {problem}", file=sys.stderr)
         sys.exit(2)
@@ -251,7 +317,7 @@ def main() -> None:
             sys.argv.append(BASIC_SWEEPER)
         sys.argv += sweep_overrides([a for a in sys.argv[1:] if not a.startswith("-")])
     try:
-        hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_task)()
+        hydra.main(config_path=config_dir(), config_name="config", **version_base())(_task)()
     except SystemExit as stop:  # a signal, or Hydra stopped on an error: list the sweep first
         _exit_listing_failures(stop.code)
         raise

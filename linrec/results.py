@@ -115,9 +115,23 @@ def _library_versions() -> dict[str, str]:
                        key=lambda item: item[0].lower()))
 
 
+def _installed_commit() -> str | None:
+    """The commit an install from a git URL came from (`pip install git+URL` records it in the
+    distribution's direct_url.json, PEP 610); None for other installs."""
+    import json
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        text = distribution("linrec").read_text("direct_url.json")
+        commit = json.loads(text).get("vcs_info", {}).get("commit_id") if text else None
+    except (PackageNotFoundError, ValueError, AttributeError):
+        return None
+    return commit if isinstance(commit, str) else None
+
+
 def source_revision() -> dict[str, Any]:
-    """linrec's version, and the git commit of its source tree (with a dirty flag) when linrec
-    runs from a git checkout."""
+    """linrec's version, and the git commit of its source: of the checkout (with a dirty flag)
+    when linrec runs from one, else the commit a git-URL install recorded."""
     import subprocess
 
     from linrec import __version__
@@ -135,7 +149,31 @@ def source_revision() -> dict[str, Any]:
             info.update(commit=commit, dirty=bool(dirty))
         except (OSError, subprocess.SubprocessError):
             pass
+    else:
+        commit = _installed_commit()
+        if commit:
+            info["commit"] = commit
     return info
+
+
+#: the libraries `linrec --version` names: those whose versions move linrec's numbers or configs
+VERSION_LIBRARIES = ("numpy", "scipy", "torch", "implicit", "numba", "hydra-core", "omegaconf")
+
+
+def version_text() -> str:
+    """What `linrec --version` prints: linrec's version and commit, Python's and the versions of
+    VERSION_LIBRARIES (one per line)."""
+    revision = source_revision()
+    if "commit" not in revision:
+        commit = "commit unknown (installed without version-control information)"
+    else:
+        commit = f"commit {revision['commit']}"
+        if revision.get("dirty"):
+            commit += " with uncommitted changes"
+    lines = [f"linrec {revision['version']}, {commit}", f"python {platform.python_version()}"]
+    lines += [f"{name} {_distribution_version(name) or 'not installed'}"
+              for name in VERSION_LIBRARIES]
+    return "\n".join(lines)
 
 
 def environment_info() -> dict[str, Any]:

@@ -38,6 +38,19 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
 
 
+def test_an_os_error_while_writing_names_the_target_not_the_temporary(tmp_path):
+    """A write's own error (a full disk: ENOSPC) carries no file name; the one raised names
+    the file being written, with the same errno and cause."""
+    import errno
+
+    target = tmp_path / "ranks.npz"
+    with pytest.raises(OSError) as caught, atomic_open(target, "wb"):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(target)
+    assert caught.value.strerror == "No space left on device"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_binary_writers_such_as_numpy_write_through_the_handle(tmp_path):
     with atomic_open(tmp_path / "x.npz", "wb") as fh:
         np.savez(fh, a=np.arange(3))

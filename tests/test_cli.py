@@ -203,6 +203,31 @@ def test_help_and_log_name_linrec(tmp_path):
     assert (tmp_path / "run" / "linrec.log").read_text().count("data synthetic") == 1
 
 
+def test_an_os_error_while_writing_the_run_is_one_line_and_marks_it_failed(tmp_path):
+    """A disk that takes no more (here a file-size limit: writes past 16 KiB fail with EFBIG,
+    as ENOSPC would on a full disk) ends the run with one line naming the file and the cause;
+    the run is marked FAILED, with the traceback there, and no file is left half written."""
+    import resource
+
+    def limit_file_size():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (16 * 1024, 16 * 1024))
+
+    env = dict(os.environ, LINREC_DATA=str(tmp_path / "cache"), HYDRA_FULL_ERROR="0")
+    warm = run_linrec(tmp_path, *SMALL)  # the data cache first: its split is larger than 16 KiB
+    assert warm.returncode == 0, warm.stderr
+    run_dir = tmp_path / "full"
+    proc = subprocess.run([sys.executable, "-c", "from linrec.cli import main; main()", *SMALL,
+                           f"hydra.run.dir={run_dir}"],
+                          capture_output=True, text=True, env=env, timeout=300,
+                          preexec_fn=limit_file_size)
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("linrec: error:")]
+    assert errors == [f"linrec: error: {run_dir / 'ranks_valid.npz'}: File too large"]
+    assert "Traceback" not in proc.stderr
+    assert "OSError: [Errno 27] File too large" in (run_dir / "FAILED").read_text()
+    assert sorted(p.name for p in run_dir.iterdir()) == [".hydra", "FAILED", "linrec.log"]
+
+
 def test_malformed_data_file_names_file_and_line(tmp_path):
     bad = tmp_path / "events.csv"
     bad.write_text("user,item\n1,2\n3,4\n5\n")
@@ -224,3 +249,18 @@ def test_report_survives_a_closed_pipe(tmp_path):
         shell=True, capture_output=True, text=True, timeout=120)
     assert report.returncode == 0 and report.stdout.startswith("# linrec report")
     assert "Traceback" not in report.stderr and "BrokenPipe" not in report.stderr
+
+
+def test_a_plugin_of_the_sweep_extra_that_is_not_installed_names_the_extra(monkeypatch):
+    import importlib.util
+
+    from linrec import cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None
+                        if name == "hydra_plugins.hydra_optuna_sweeper" else real(name))
+    message = cli.missing_extra(["-m", "hydra/sweeper=optuna", "model.lam=interval(1,2)"])
+    assert message == ("hydra/sweeper=optuna needs linrec's `sweep` extra: pip install "
+                       "'linrec[sweep]' (or -e '.[sweep]' in a checkout)")
+    assert cli.missing_extra(["-m", "hydra/launcher=joblib", "model.lam=1,2"]) is None
+    assert cli.missing_extra(["model.lam=1"]) is None
