@@ -54,6 +54,7 @@ def check() -> int:
     if pre:
         print(f"ci: pre-release versions installed: {', '.join(pre)}", file=sys.stderr)
         return 1
+    print(f"ci: no pre-release among the {len(versions)} installed packages")
     if LOCK.exists():
         pins = locked()
         moved = [f"{n} {pins.get(n, '-')} -> {versions.get(n, '-')}"
