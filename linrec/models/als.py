@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from linrec.errors import ConfigError, DataError
 from linrec.hardware import blas_threads, torch_threads
 from linrec.models.base import Recommender, Validation, binary_pattern
-from linrec.models.configs import TAU_MAX, DebiasedIALSConfig, IALSConfig, WMFConfig
+from linrec.models.configs import DebiasedIALSConfig, IALSConfig, WMFConfig
 from linrec.models.linalg import thread_count
 
 #: memory for the arrays of one block. CG re-reads the gathered factors (B, L, k) 2(steps + 1)
@@ -590,9 +590,8 @@ class DebiasedIALS(IALS):
     becomes Σ_u [ c_u Σ_{i∈I_u⁺} ((ŷ_ui − 1)² − α₀ ŷ_ui²) + α₀ Σ_t ŷ_ut² ] (regularizer kept),
     so the user step is w_u = (c_u(1−α₀) H_SᵀH_S + α₀HᵀH + Λ_u I)⁻¹ c_u H_Sᵀ1.
 
-    c_u = τ_u⁺ |I| / |I_u⁺| (losses.md §4.1) with the prior τ_u⁺ clipped to [0, 1 − 1e-6]:
-    prior "ratio_alpha": τ_u⁺ = (1 + prior_alpha)|I_u⁺|/|I| (c_u = 1 + prior_alpha, constant);
-    "count_k": τ_u⁺ = (|I_u⁺| + prior_k)/|I|; "fixed": τ_u⁺ = tau_plus.
+    c_u = τ_u⁺ |I| / |I_u⁺| (losses.md §4.1) with the prior τ_u⁺ of
+    `linrec.models.positive_prior` (ratio_alpha gives c_u = 1 + prior_alpha, constant).
     Requires 0 <= alpha0 < 1. Theorem 2: for constant c, one step equals the iALS step with
     α₀' = α₀/((1−α₀)c), λ' = λ/((1−α₀)c) times 1/(1−α₀) (exact for ν = 0).
     """
@@ -602,13 +601,7 @@ class DebiasedIALS(IALS):
     def confidence(self, row_counts: np.ndarray, n_items: int) -> np.ndarray:
         """c_u = τ_u⁺|I|/|I_u⁺| (losses.md §4.1); 1 for empty rows (they have no positives)."""
         counts = np.asarray(row_counts, dtype=np.float64)
-        if self.prior == "ratio_alpha":
-            tau = (1.0 + self.prior_alpha) * counts / n_items
-        elif self.prior == "count_k":
-            tau = (counts + self.prior_k) / n_items
-        else:
-            tau = np.full_like(counts, self.tau_plus)
-        tau = np.clip(tau, 0.0, TAU_MAX)
+        tau = self.config.tau_plus_of(counts, n_items)
         return np.where(counts > 0, tau * n_items / np.maximum(counts, 1.0), 1.0)
 
     def observed_weight(self, confidence: np.ndarray) -> np.ndarray:

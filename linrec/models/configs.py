@@ -19,17 +19,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from linrec.errors import ConfigError
+from linrec.models.positive_prior import PositivePriorConfig
 from linrec.models.samplers import SamplingConfig
 from linrec.params import FLOAT_DTYPES, Params, chosen_config, param
 
 SOLVERS = ("cholesky", "cg")
 BACKENDS = ("torch", "numpy", "numba")
-PRIORS = ("ratio_alpha", "count_k", "fixed")
 CONFIDENCES = ("alpha", "one_plus_alpha")
 #: item-item models a nearby model can start from (their W is dense)
 NEARBY_BASES = ("ease", "dlae", "edlae", "edlae_lowrank", "debiased_ease")
-#: τ⁺ is clipped to [0, 1 − 1e-6] in every prior mode (losses.md §0)
-TAU_MAX = 1.0 - 1e-6
 
 
 @dataclass
@@ -255,14 +253,12 @@ class IALSConfig(ModelConfig):
 
 
 @dataclass
-class DebiasedIALSConfig(IALSConfig):
+class DebiasedIALSConfig(IALSConfig, PositivePriorConfig):
+    """Debiased iALS: iALS's fields and the prior's (`PositivePriorConfig`; with ratio_alpha
+    the confidence c_u = 1 + prior_alpha for every user)."""
+
     model_path = "linrec.models.als:DebiasedIALS"
     name: str = "debiased_ials"
-    prior: str = param("ratio_alpha", choices=PRIORS,
-                       doc="ratio_alpha: c_u = 1 + prior_alpha | count_k | fixed")
-    prior_alpha: float = param(1.0, ge=0)
-    prior_k: int = param(20, ge=0)
-    tau_plus: float = param(0.001, ge=0, le=TAU_MAX)
 
     def check(self) -> None:
         super().check()

@@ -21,24 +21,23 @@ import numpy as np
 import scipy.sparse as sp
 
 from linrec.errors import ConfigError
-from linrec.params import Params, param
+from linrec.models.positive_prior import PositivePriorConfig
+from linrec.params import param
 
 if TYPE_CHECKING:
     import torch
 
 POOLS = ("all", "unlabeled", "popularity")
 MODES = ("per_example", "shared")
-PRIORS = ("ratio_alpha", "count_k", "fixed")
-#: τ⁺ is clipped to [0, 1 − 1e-6] in every prior mode (spec §0)
-TAU_MAX = 1.0 - 1e-6
 #: rows redrawn at most this many rounds for pool "unlabeled" before giving up (a user with
 #: almost every item is reported, not looped on)
 _MAX_REDRAWS = 100
 
 
 @dataclass
-class SamplingConfig(Params):
-    """model.sampling: negatives, positives and the τ⁺ prior of the debiased losses."""
+class SamplingConfig(PositivePriorConfig):
+    """model.sampling: negatives, positives and the τ⁺ prior of the debiased losses (the
+    prior's fields: `PositivePriorConfig`)."""
 
     where = "model.sampling"
 
@@ -48,10 +47,6 @@ class SamplingConfig(Params):
     pool: str = param("all", choices=POOLS, doc="all | unlabeled | popularity")
     popularity_beta: float = param(1.0, ge=0, doc="q_j ∝ popularity_j^β (pool popularity)")
     n_positives: int = param(20, ge=1, doc="M for the debiased losses; 10 / 20 / 50 (Table 20)")
-    prior: str = param("ratio_alpha", choices=PRIORS)
-    prior_alpha: float = param(1.0, ge=0, doc="ratio_alpha: τ⁺_u = (1 + α)|I_u|/|I|")
-    prior_k: int = param(20, ge=0, doc="count_k: τ⁺_u = (|I_u| + K)/|I|")
-    tau_plus: float = param(1e-3, ge=0, lt=1, doc="fixed: τ⁺")
 
     def check(self) -> None:
         if self.negatives == "shared" and self.pool == "unlabeled":
@@ -151,16 +146,8 @@ class TrainingSampler:
         return self._indices[self._indptr[users][:, None] + offsets]
 
     def tau_plus(self, users: torch.Tensor) -> torch.Tensor:
-        """τ⁺_u (spec §0): count_k (|I_u| + K)/|I|, ratio_alpha (1 + α)|I_u|/|I|, or fixed;
-        clipped to [0, 1 − 1e-6]. float32 (B,)."""
+        """τ⁺_u of the config's prior (`PositivePriorConfig`): float32 (B,)."""
         import torch
 
         counts = self._counts[users].to(torch.float32)
-        cfg = self.config
-        if cfg.prior == "count_k":
-            tau = (counts + cfg.prior_k) / self.n_items
-        elif cfg.prior == "ratio_alpha":
-            tau = (1.0 + cfg.prior_alpha) * counts / self.n_items
-        else:
-            tau = torch.full_like(counts, cfg.tau_plus)
-        return tau.clamp(0.0, TAU_MAX)
+        return self.config.tau_plus_of(counts, self.n_items)

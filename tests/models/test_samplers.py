@@ -12,7 +12,8 @@ import torch
 from scipy import stats
 
 from linrec.errors import ConfigError
-from linrec.models.samplers import TAU_MAX, SamplingConfig, TrainingSampler
+from linrec.models.positive_prior import TAU_MAX
+from linrec.models.samplers import SamplingConfig, TrainingSampler
 
 N_USERS, N_ITEMS = 30, 12
 
