@@ -296,7 +296,7 @@ def main() -> None:
 
     from linrec.config import register_configs
     from linrec.hydra_compat import version_base
-    from linrec.sweeps import sweep_overrides
+    from linrec.sweeps import register_resolvers, sweep_overrides
 
     if sys.argv[1:] == ["--version"]:  # linrec's, not Hydra's own --version
         from linrec.results import version_text
@@ -304,6 +304,7 @@ def main() -> None:
         print(version_text())
         return
     register_configs()
+    register_resolvers()  # the sweep directories' names in conf/config.yaml
     problem = missing_extra(sys.argv[1:]) or precheck(sys.argv[1:])
     if problem:
         print(f"linrec: error: {problem}", file=sys.stderr)

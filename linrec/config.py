@@ -92,12 +92,9 @@ def _schema(cls: type, **presets: Any) -> Any:
 
 
 def register_configs() -> None:
-    """Register every typed config in Hydra's ConfigStore and linrec's resolvers (idempotent)."""
+    """Register every typed config in Hydra's ConfigStore (idempotent)."""
     from hydra.core.config_store import ConfigStore
 
-    from linrec.sweeps import register_resolvers
-
-    register_resolvers()
     store = ConfigStore.instance()
     # data.source and data.split are left untyped: the data and split groups choose their class
     store.store(group="schema", name="run",

@@ -1,19 +1,33 @@
-"""Imports only point down (ARCHITECTURE.md): the base modules import nothing of linrec above
-them, data/ none of models/ and eval/, models/ and eval/ not each other, nothing below the
-orchestration imports linrec.config, and no model module imports the registry that imports it.
-Function-level (lazy) imports count too."""
+"""Imports only point down (ARCHITECTURE.md), for every module of the package, and no modules
+import each other in a cycle. Function-level (lazy) imports and type-checking imports count
+too: each is a dependency a reader has to follow."""
 
 from __future__ import annotations
 
 import ast
+import sys
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "linrec"
-BASE = {"linrec.errors", "linrec.params", "linrec.atomic", "linrec.hardware", "linrec.cache",
-        "linrec.item_order"}
-#: package prefix -> linrec packages/modules it may import
+BASE = ("linrec.errors", "linrec.params", "linrec.atomic", "linrec.hardware", "linrec.cache",
+        "linrec.item_order")
+#: the layers, top to bottom: a module imports modules of its own layer or of lower ones (the
+#: longest prefix names a module's layer: linrec.studies.configs is a config, not a study)
+LAYERS = (
+    ("command line", ("linrec.cli",)),
+    ("run", ("linrec.experiment",)),
+    ("studies", ("linrec.studies",)),
+    ("report", ("linrec.report", "linrec.recommend")),
+    ("fitting and sweeps", ("linrec.fitting", "linrec.sweeps")),
+    ("results and figures", ("linrec.results", "linrec.plots")),
+    ("configs", ("linrec.config", "linrec.studies.configs", "linrec.hydra_compat")),
+    ("data, evaluation, models", ("linrec.data", "linrec.eval", "linrec.models")),
+    ("base", ("linrec", *BASE)),
+)
+#: within the data / evaluation / models layer: package prefix -> what it may import
 ALLOWED = {
     "linrec.data": ("linrec.data", *BASE),
     "linrec.eval": ("linrec.eval", "linrec.data", *BASE),
@@ -26,41 +40,104 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    names = set()
-    for node in ast.walk(tree):
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(name: str) -> str:
+    """The module an imported name lives in (`linrec.eval.evaluate` -> the module itself;
+    `linrec.eval.EvalConfig` -> the package linrec.eval)."""
+    while name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name
+
+
+@cache
+def _imports(module: str) -> frozenset[str]:
+    """The linrec modules `module` imports, anywhere in its body."""
+    found = set()
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
         if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return {n for n in names if n == "linrec" or n.startswith("linrec.")}
+            found.update(_resolve(a.name) for a in node.names if a.name.startswith("linrec"))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("linrec"):
+            found.update(_resolve(f"{node.module}.{a.name}") for a in node.names)
+    found.discard(module)
+    return frozenset(found)
 
 
-MODULES = sorted(PACKAGE.rglob("*.py"))
+def _layer(module: str) -> int:
+    matches = [(len(prefix), index) for index, (_, prefixes) in enumerate(LAYERS)
+               for prefix in prefixes if module == prefix or module.startswith(prefix + ".")]
+    assert matches, f"{module} is in no layer of tests/test_layering.py"
+    return max(matches)[1]
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))
-def test_imports_point_down(path):
-    name = _module_name(path)
-    imports = _imports(path)
+def _under(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_point_down(module):
+    layer = _layer(module)
+    upward = sorted(i for i in _imports(module) if _layer(i) < layer)
+    assert not upward, (f"{module} ({LAYERS[layer][0]}) imports "
+                        + ", ".join(f"{i} ({LAYERS[_layer(i)][0]})" for i in upward))
     for prefix, allowed in ALLOWED.items():
-        if name == prefix or name.startswith(prefix + "."):
-            bad = sorted(i for i in imports
-                         if not any(i == a or i.startswith(a + ".") for a in allowed))
-            # `from linrec.data import sources` names a subpackage: allowed by its prefix
-            assert not bad, f"{name} imports {bad}"
-    if name in BASE:
-        bad = sorted(i for i in imports if not any(i == b or i.startswith(b + ".") for b in BASE))
-        assert not bad, f"{name} imports {bad}"
-    if name.startswith("linrec.models.") and name != "linrec.models.registry":
-        assert "linrec.models.registry" not in imports, f"{name} imports the model registry"
+        if _under(module, (prefix,)):
+            bad = sorted(i for i in _imports(module) if not _under(i, allowed))
+            assert not bad, f"{module} imports {bad}"
+    if module.startswith("linrec.models.") and module != "linrec.models.registry":
+        assert "linrec.models.registry" not in _imports(module), \
+            f"{module} imports the model registry"
 
 
-def test_nothing_below_the_orchestration_imports_the_run_config():
-    below = [p for p in MODULES if _module_name(p).split(".")[1:2] in (["data"], ["eval"],
-                                                                        ["models"])
-             or _module_name(p) in BASE]
-    for path in below:
-        assert "linrec.config" not in _imports(path), _module_name(path)
+def _cycles() -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in _imports(v):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(MODULES)))
+    try:
+        for module in sorted(MODULES):
+            if module not in index:
+                visit(module)
+    finally:
+        sys.setrecursionlimit(limit)
+    return found
+
+
+def test_no_modules_import_each_other_in_a_cycle():
+    assert _cycles() == []
+
+
+def test_the_cycle_check_sees_a_cycle(monkeypatch):
+    """The check itself: a made-up import of the command line by linrec.errors (which the
+    command line reaches) closes a cycle it must report."""
+    real = _imports.__wrapped__
+
+    def with_cycle(module: str) -> frozenset[str]:
+        return real(module) | frozenset({"linrec.cli"} if module == "linrec.errors" else ())
+
+    monkeypatch.setattr(sys.modules[__name__], "_imports", with_cycle)
+    assert any({"linrec.errors", "linrec.cli"} <= set(c) for c in _cycles())

@@ -20,7 +20,7 @@ import numpy as np
 
 from linrec.data.configs import DataConfig
 from linrec.errors import ConfigError
-from linrec.experiment import fit_and_evaluate, training_record
+from linrec.fitting import fit_and_evaluate, training_record
 from linrec.studies.common import (
     dataset_record,
     write_study_index,

@@ -24,7 +24,7 @@ from linrec.eval.estimators.accuracy import winner_accuracy
 from linrec.eval.estimators.mapping import aligned_curves, alignment_errors, mapping_function
 from linrec.eval.report import SplitReport
 from linrec.eval.sampled_block import canonical_global_ranks
-from linrec.experiment import fit_and_evaluate
+from linrec.fitting import fit_and_evaluate
 from linrec.studies.common import (
     dataset_record,
     study_model_config,

@@ -12,7 +12,6 @@ import numpy as np
 from linrec.eval.conditional import conditional_operator
 from linrec.eval.estimators._input import rank_histogram
 from linrec.eval.estimators._linalg import ConditionalOp
-from linrec.eval.estimators.priors import resolve_prior
 from linrec.eval.estimators.result import EstimateResult
 
 
@@ -42,11 +41,4 @@ class EstimatorInput:
         return EstimateResult(
             name=self.name, p_hat=np.asarray(p_hat, dtype=np.float64), n_items=self.n_items,
             sample_size=self.sample_size, n_targets=self.n_targets, scheme=self.scheme, **fields,
-        )
-
-    def prior(self, prior: str | np.ndarray, default_source: str, prior_runs, prior_params):
-        return resolve_prior(
-            prior, default_source=default_source, cond=self.cond, histogram=self.histogram,
-            n_targets=self.n_targets, scheme=self.scheme, prior_runs=prior_runs,
-            prior_params=prior_params,
         )

@@ -14,6 +14,7 @@ from linrec.eval.estimators._linalg import (
     implied_distribution,
     weighted_gram,
 )
+from linrec.eval.estimators.priors import prior_of
 from linrec.eval.estimators.result import EstimateResult
 from linrec.params import check_real
 
@@ -52,7 +53,7 @@ def runner(default_source: str) -> Callable[..., EstimateResult]:
                prior_runs: Sequence[np.ndarray] | None = None,
                prior_params: dict[str, Any] | None = None) -> EstimateResult:
         check_gamma(gamma)
-        prior_p, label = run.prior(prior, default_source, prior_runs, prior_params)
+        prior_p, label = prior_of(run, prior, default_source, prior_runs, prior_params)
         p_hat, solver = bv(run.cond, run.histogram, prior_p, gamma)
         return run.result(p_hat, prior=label, params={"gamma": gamma}, solver=solver)
 

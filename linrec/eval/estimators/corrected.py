@@ -11,6 +11,7 @@ from scipy.optimize import lsq_linear
 
 from linrec.errors import ConfigError
 from linrec.eval.estimators._linalg import ConditionalOp
+from linrec.eval.estimators.priors import prior_of
 from linrec.eval.estimators.result import EstimateResult
 from linrec.eval.metrics import CURVE_METRICS, rank_gain
 from linrec.params import check_choice
@@ -109,7 +110,7 @@ def run_unbiased_rank(run: EstimatorInput) -> EstimateResult:
 
 def run_ls(run: EstimatorInput, *, prior: str | np.ndarray = "uniform",
            rcond: float | None = None, prior_runs=None, prior_params=None) -> EstimateResult:
-    prior_p, label = run.prior(prior, "uniform", prior_runs, prior_params)
+    prior_p, label = prior_of(run, prior, "uniform", prior_runs, prior_params)
     p_hat, solver = ls(run.cond, run.histogram, prior_p, rcond)
     return run.result(p_hat, prior=label, params={"rcond": rcond}, solver=solver)
 
@@ -117,7 +118,7 @@ def run_ls(run: EstimatorInput, *, prior: str | np.ndarray = "uniform",
 def run_cls(run: EstimatorInput, *, metric: str = "recall", k_max: int = 50,
             nonnegative: bool = False, prior: str | np.ndarray = "uniform", prior_runs=None,
             prior_params=None) -> EstimateResult:
-    prior_p, label = run.prior(prior, "uniform", prior_runs, prior_params)
+    prior_p, label = prior_of(run, prior, "uniform", prior_runs, prior_params)
     p_hat = cls(run.cond, run.histogram, prior_p, metric, k_max, nonnegative)
     params = {"metric": metric, "k_max": k_max, "nonnegative": nonnegative}
     return run.result(p_hat, prior=label, params=params, solver="qr+bvls")

@@ -4,7 +4,7 @@ array, the MLE or MES of the same run, or an estimate pooled over several runs (
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from linrec.eval.estimators._input import (
 )
 from linrec.eval.estimators._linalg import ConditionalOp
 from linrec.eval.estimators.em import fit_scale_value, mes, mle
+
+if TYPE_CHECKING:
+    from linrec.eval.estimators._context import EstimatorInput
 
 PRIOR_SOURCES = ("uniform", "mle", "mes")
 
@@ -104,3 +107,12 @@ def resolve_prior(
         return pooled, f"pooled:{default_source}(runs={len(prior_runs)})"
     source = default_source if prior == "run" else prior
     return prior_estimate(source, cond, histogram, n_targets, prior_params), source
+
+
+def prior_of(run: EstimatorInput, prior: str | np.ndarray, default_source: str,
+             prior_runs: Sequence[np.ndarray] | None,
+             prior_params: dict[str, Any] | None) -> tuple[np.ndarray, str]:
+    """`resolve_prior` for one estimation call (its histogram, P(r|R) and scheme)."""
+    return resolve_prior(prior, default_source=default_source, cond=run.cond,
+                         histogram=run.histogram, n_targets=run.n_targets, scheme=run.scheme,
+                         prior_runs=prior_runs, prior_params=prior_params)
