@@ -32,7 +32,7 @@ import torch
 
 from linrec.data.splits import EvalSet
 from linrec.eval.exact import evaluate_exact
-from linrec.models.mf import MF, _Trainer
+from linrec.models.mf import MF, MFTrainer
 from linrec.models.mf_ops import keep_freed_memory
 
 
@@ -126,7 +126,9 @@ def main() -> None:
         model = MF(dim=dim, batch_size=batch_size, epochs=1, num_threads=args.threads,
                    sampling={"n_negatives": n_neg, "negatives": negatives},
                    resume=False, checkpoint_dir="/tmp/linrec-bench-mf", **params)
-        trainer = _Trainer(model, train.astype(np.float64), None)
+        generator = torch.Generator().manual_seed(model.config.seed)
+        model._init_tables(*train.shape, generator)
+        trainer = MFTrainer(model, train.astype(np.float64), generator)
         batches = trainer._batches()
         trainer._step(next(batches))  # warm-up
         t0 = time.perf_counter()
@@ -137,7 +139,7 @@ def main() -> None:
         epochs[mode] = per_step * steps_per_epoch
         if args.epoch:
             t0 = time.perf_counter()
-            trainer._epoch(1)
+            trainer.train_epoch(1)
             epochs[mode] = time.perf_counter() - t0
             note += f"; measured epoch {epochs[mode]:.1f} s"
         if negatives == "per_example":

@@ -290,11 +290,22 @@ class WMFConfig(ModelConfig):
                               "it must be > 0 (or use confidence=one_plus_alpha)")
 
 
+# --- models trained by epochs (linrec.models.training) ----------------------------------------
+
+
+@dataclass
+class ResumableConfig(Params):
+    """The checkpoint fields of a model trained by the epoch driver."""
+
+    checkpoint_dir: str | None = param(None, doc="null: $LINREC_DATA/checkpoints/<config hash>")
+    resume: bool = param(True, doc="continue from this config's last epoch checkpoint")
+
+
 # --- nearby models (spec §6) ------------------------------------------------------------------
 
 
 @dataclass
-class BPRTrainerConfig(ModelConfig):
+class BPRTrainerConfig(ModelConfig, ResumableConfig):
     """The BPR + Adam trainer shared by the nearby models (spec §6.2)."""
 
     rmd: bool = param(False, doc="remove diag(W) (eq. 76 RMD)")
@@ -359,7 +370,7 @@ class NearbySparseConfig(NearbyHTConfig):
 
 
 @dataclass
-class MFConfig(ModelConfig):
+class MFConfig(ModelConfig, ResumableConfig):
     """MF trained with the loss `loss` (`loss=<name>` on the command line) and the sampler
     `sampling`. Defaults: SimpleX's MF-CCL settings on Gowalla [EXT] where the dissertation is
     silent (d = 64, cosine, init N(0, 1e-4), user dropout 0.1, Adam lr 1e-4, batch 512, 800
@@ -398,8 +409,6 @@ class MFConfig(ModelConfig):
     device: str = param("cpu", doc="cpu | cuda | cuda:<n>")
     seed: int = param(0, ge=0)
     num_threads: int = _threads()
-    checkpoint_dir: str | None = param(None, doc="null: $LINREC_DATA/checkpoints/<config hash>")
-    resume: bool = param(True, doc="continue from this config's last epoch checkpoint")
 
     def check(self) -> None:
         super().check()

@@ -12,102 +12,41 @@ parameters, SimpleX's variant), training stops after `stop_patience` evaluations
 improvement (or, with stop_patience 0, at a plateau once the rate is at `min_lr`, the
 dissertation's rule), and the best evaluated parameters are restored at the end.
 
-Resume: the trainer writes a checkpoint after every epoch (parameters, optimizer, schedule,
-the generator's state, history) and a run started again with the same config and data continues
-from it, ending with the numbers of an uninterrupted run. A checkpoint written by another
-config is refused.
+The epochs, the schedule, early stopping, checkpoints and resume are the epoch driver's
+(`linrec.models.training`); this module holds the model and its step (`MFTrainer`), the
+optimizers and clipping are in `mf_optim`, the step's custom autograd operations in `mf_ops`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import math
-import sys
-import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 
-from linrec.atomic import atomic_open
-from linrec.cache import cache_home
-from linrec.errors import ConfigError, NumericalError
+from linrec.errors import ConfigError, DataError
 from linrec.hardware import torch_threads
+from linrec.models import mf_optim
 from linrec.models.base import Recommender, Validation, binary_pattern
 from linrec.models.configs import MFConfig
 from linrec.models.linalg import thread_count
-from linrec.models.mf_ops import (
-    keep_freed_memory,
-    normalize_rows,
-    sampled_dot,
-    square_sum,
-    squared_norm_with_l2,
-)
+from linrec.models.mf_ops import keep_freed_memory, normalize_rows, sampled_dot
 from linrec.models.samplers import TrainingSampler
+from linrec.models.training import (
+    EpochDriver,
+    NonFiniteLoss,
+    PlateauSchedule,
+    batch_order,
+    progress,
+)
 
 log = logging.getLogger(__name__)
-#: rows scored together by `score` (memory: rows x n_items floats)
-_SCORE_ROWS = 4096
-CHECKPOINT_FILE = "checkpoint.pt"
 #: steps between the checks of the step losses for NaN/inf (a check syncs with the device)
 _CHECK_EVERY = 50
-
-
-def _torch():
-    import torch
-
-    return torch
-
-
-class _Plateau:
-    """The learning-rate schedule on the validation metric (higher is better), as torch's
-    ReduceLROnPlateau: after more than `patience` non-improving evaluations since the last
-    improvement or cut, the rate is multiplied by `factor` (not below `min_lr`) and the count
-    starts again. `bad` counts the non-improving evaluations in a row, for early stopping;
-    `stop` says when training ends (see the module docstring)."""
-
-    def __init__(self, factor: float, patience: int, min_lr: float, stop_patience: int,
-                 min_delta: float = 0.0) -> None:
-        self.factor, self.patience, self.min_lr = factor, patience, min_lr
-        self.min_delta = min_delta
-        self.stop_patience = stop_patience
-        self.best = -math.inf
-        self.bad = 0
-        self.since_cut = 0
-        self.plateau_at_min = False
-
-    def step(self, metric: float, lr: float) -> tuple[bool, float, bool]:
-        """(improved, new learning rate, whether this evaluation was a plateau) after one
-        evaluation."""
-        if metric > self.best + self.min_delta:
-            self.best, self.bad, self.since_cut = metric, 0, 0
-            return True, lr, False
-        self.bad += 1
-        self.since_cut += 1
-        if self.since_cut <= self.patience:
-            return False, lr, False
-        self.since_cut = 0
-        self.plateau_at_min = lr <= self.min_lr * (1 + 1e-9)
-        return False, max(lr * self.factor, self.min_lr), True
-
-    @property
-    def stop(self) -> bool:
-        if self.stop_patience > 0:
-            return self.bad >= self.stop_patience
-        return self.plateau_at_min
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"best": self.best, "bad": self.bad, "since_cut": self.since_cut,
-                "plateau_at_min": self.plateau_at_min}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.best, self.bad = state["best"], state["bad"]
-        self.since_cut = state["since_cut"]
-        self.plateau_at_min = state["plateau_at_min"]
 
 
 class MF(Recommender):
@@ -130,7 +69,6 @@ class MF(Recommender):
                               "strong generalization needs a fold-in, which mf does not "
                               "implement: use a split that keeps the evaluation users in "
                               "training (holdout, loo, predefined)")
-        torch = _torch()
         users = np.asarray(users)
         if users.size and (users.min() < 0 or users.max() >= self._users.shape[0]):
             raise ConfigError(f"mf.score: users must be row ids in [0, {self._users.shape[0]})")
@@ -160,7 +98,7 @@ class MF(Recommender):
         """table[ids], whose gradient is a sparse tensor of the touched rows under
         `optimizer: sparse_adam` (a dense table otherwise)."""
         if self.optimizer == "sparse_adam":
-            return _torch().nn.functional.embedding(ids, table, sparse=True)
+            return torch.nn.functional.embedding(ids, table, sparse=True)
         return table[ids]
 
     @property
@@ -190,361 +128,110 @@ class MF(Recommender):
         self._check_config()
         pattern = binary_pattern(train, "mf.fit")
         if pattern.nnz == 0:
-            raise ConfigError(f"mf.fit: train {pattern.shape} has no interactions")
+            raise DataError(f"mf.fit: train {pattern.shape} has no interactions")
+        cfg = self.config
         with torch_threads(thread_count(self.num_threads)):
-            _Trainer(self, pattern, validation).run()
+            keep_freed_memory()
+            if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+                raise ConfigError(f"mf.device={cfg.device!r}: CUDA is not available here")
+            generator = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
+            self._init_tables(*pattern.shape, generator)
+            schedule = PlateauSchedule(cfg.lr_factor, cfg.lr_patience, cfg.min_lr,
+                                       cfg.stop_patience, cfg.min_delta)
+            driver = EpochDriver(self, MFTrainer(self, pattern, generator), train=pattern,
+                                 config=cfg, epochs=cfg.epochs, validation=validation,
+                                 schedule=schedule, eval_every=cfg.eval_every,
+                                 reload_best_on_plateau=cfg.reload_best_on_plateau,
+                                 device=cfg.device)
+            done = driver.run()
+        self.history_, self.best_epoch_ = done.history, done.best_epoch
+        self.stop_reason_, self.resumed_from_ = done.stop_reason, done.resumed_from
+        self._users.requires_grad_(False)
+        self._items.requires_grad_(False)
+
+    def _init_tables(self, n_users: int, n_items: int, generator: torch.Generator) -> None:
+        """The embedding tables N(0, init_std²), users first, from `generator`; scorable from
+        here on (the validation callback scores the model during training)."""
+        cfg = self.config
+        self._users = (torch.randn((n_users, cfg.dim), generator=generator,
+                                   device=cfg.device) * cfg.init_std).requires_grad_(True)
+        self._items = (torch.randn((n_items, cfg.dim), generator=generator,
+                                   device=cfg.device) * cfg.init_std).requires_grad_(True)
+        self.n_items_ = n_items
 
 
-def _clip_coefficient(tables, max_norm: float, reg: float) -> float:
-    """torch.nn.utils.clip_grad_norm_'s coefficient, max/(norm + 1e-6) capped at 1, of the
-    gradient with the `full_table` L2 term: norm = ‖(g_U + reg·U, g_I + reg·I)‖ (the L2 term
-    is added by Adam's weight_decay, so it is not written here: one read of each table). A
-    Python float: on a GPU, one synchronisation per step."""
-    total = sum(squared_norm_with_l2(t.grad, t, reg) for t in tables)
-    return min(1.0, max_norm / (math.sqrt(total) + 1e-6))
+class MFTrainer:
+    """One step after another of an MF fit, for the epoch driver (`training.EpochTrainer`):
+    batches of (user, positive) pairs in a fresh order every epoch, the sampler's draws, the
+    loss, clipping and the optimizer step. The model's tables are its parameters."""
 
+    name = "mf"
 
-class _NoClipBound:
-    """Tells, from a cheap upper bound, that a step is not clipped, so that the exact norm (with
-    dense gradients a float64 read of both tables and their gradients, 1.5 ms of a 19 ms
-    per-example step) is needed only when it might be. On the Gowalla split the step is
-    clipped in a third of epoch 1's steps and in none afterwards. When the bound is below
-    `max_norm` the exact coefficient is 1.0 as well: the numbers do not change.
-
-    ‖(g_U + reg·U, g_I + reg·I)‖² ≤ Σ_t (‖g_t‖ + reg·B_t)², with
-    - ‖g_U‖ over the batch's users, the only rows the user table's gradient has (the table is
-      read only through `MF._rows` of the batch's users), and ‖g_I‖ over the item table, both
-      summed in float32 and padded by `_PAD` for its rounding;
-    - B_t ≥ ‖W_t‖: the exact norm at `reset` (the epoch's start: no parameters are loaded
-      within an epoch) plus, per Adam step, √numel · max |Δw|, where |Δw| = lr·|m̂|/(√v̂ + ε)
-      ≤ lr·C_t, C_t = √(1 − β2ᵗ)/(1 − β1ᵗ) · (1 − β1)/√((1 − β2)(1 − β1²/β2)) (Cauchy–Schwarz
-      on the sums that make m and v; β1² < β2, else there is no bound and every step takes the
-      exact norm). Clipping and weight decay change g, not this bound.
-
-    Sparse gradients (`sparse_adam`: coalesced, no L2 term in the norm) need no weight bound:
-    their squares are summed in float64 in one read (`square_sum`), within (k·d)·2⁻⁵² of the
-    exact sum, and that relative error, padded, stands in for `_PAD`. On the shared-negative
-    benchmark this check costs 20 µs where torch's float64 norms of the values cost 77 µs
-    (an interleaved A/B of whole steps: 2 % of the step)."""
-
-    _PAD = 1e-3
-
-    def __init__(self) -> None:
-        self.weight_norms: list[float] | None = None
-        self.steps = 0  # Adam's t
-
-    def reset(self, tables, steps: int) -> None:
-        """The exact norms of the tables, after `steps` Adam updates."""
-        torch = _torch()
-        with torch.no_grad():
-            self.weight_norms = [float(torch.linalg.vector_norm(t, dtype=torch.float64))
-                                 for t in tables]
-        self.steps = steps
-
-    def advance(self, tables, group: dict[str, Any]) -> None:
-        """After one more Adam update with the settings of `group`."""
-        if self.weight_norms is None:
-            return
-        self.steps += 1
-        beta1, beta2 = group["betas"]
-        if beta1 * beta1 >= beta2:
-            self.weight_norms = None
-            return
-        ratio = (math.sqrt(1 - beta2 ** self.steps) / (1 - beta1 ** self.steps) * (1 - beta1)
-                 / math.sqrt((1 - beta2) * (1 - beta1 * beta1 / beta2)))
-        self.weight_norms = [
-            (norm + math.sqrt(t.numel()) * group["lr"] * ratio * (1 + self._PAD))
-            * (1 + self._PAD) for norm, t in zip(self.weight_norms, tables, strict=True)]
-
-    def unclipped(self, tables, users, max_norm: float, reg: float) -> bool:
-        """True when the step's gradient norm (with the L2 term reg·W) is surely below
-        `max_norm`; False when it may not be (then compute it exactly)."""
-        user_grad, item_grad = (t.grad for t in tables)
-        if user_grad.is_sparse and item_grad.is_sparse and reg == 0:
-            return self._sparse_unclipped((user_grad, item_grad), max_norm)
-        if self.weight_norms is None:
-            return False
-        torch = _torch()
-        grad_norms = torch.stack((torch.linalg.vector_norm(user_grad[torch.unique(users)]),
-                                  torch.linalg.vector_norm(item_grad))).tolist()  # one sync
-        bound = math.hypot(*(g * (1 + self._PAD) + reg * w
-                             for g, w in zip(grad_norms, self.weight_norms, strict=True)))
-        return bound * (1 + self._PAD) + 1e-6 < max_norm  # NaN or inf: False
-
-    @staticmethod
-    def _sparse_unclipped(grads, max_norm: float) -> bool:
-        """True when the coalesced sparse gradients' norm is surely below `max_norm`. The sum
-        here and torch's (the exact path: float64 norms, squared, added, rooted) are each
-        within γ = (k·d + 1)·2⁻⁵³ of the true sum, and torch adds four roundings: the norm is
-        below √total·(1 + 2γ + 8·2⁻⁵³), which the pad covers with room."""
-        values = [grad.coalesce().values() for grad in grads]
-        count = sum(v.numel() for v in values)
-        total = sum(square_sum(v) for v in values)
-        pad = 1.0 + 4.0 * (count + 16) * 2.0 ** -52
-        return math.sqrt(total) * pad + 1e-6 < max_norm * (1 - 2.0 ** -48)  # NaN: False
-
-
-def _adam(parameters, lr: float, weight_decay: float):
-    """Adam, fused into one kernel where this torch has it for the device (same update).
-    `weight_decay` adds weight_decay·W to the gradient inside that kernel: the `full_table`
-    L2 term, bitwise the same as adding it to the gradient first."""
-    torch = _torch()
-    try:
-        return torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay, fused=True)
-    except (RuntimeError, TypeError, ValueError):
-        return torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay)
-
-
-def _sparse_adam(parameters, lr: float):
-    """torch's SparseAdam (lazy Adam: only the rows in a step's sparse gradient have their
-    moments and values updated; its bias corrections count every step), bitwise the same
-    update, with the rows updated in place (compiled row passes on a CPU, indexed torch ops
-    elsewhere) instead of torch's sparse-tensor arithmetic (several sparse ops and coalesces
-    per table and step)."""
-    global _RowAdam
-    if _RowAdam is None:
-        _RowAdam = _build_row_adam()
-    return _RowAdam(parameters, lr=lr)
-
-
-_RowAdam = None
-
-
-def _build_row_adam():
-    torch = _torch()
-
-    class RowAdam(torch.optim.SparseAdam):
-        @torch.no_grad()
-        def step(self, closure=None):
-            if closure is not None:
-                raise ValueError("mf's sparse Adam takes no closure")
-            for group in self.param_groups:
-                beta1, beta2 = group["betas"]
-                for param in group["params"]:
-                    if param.grad is None:
-                        continue
-                    if not param.grad.is_sparse:
-                        raise RuntimeError("sparse_adam got a dense gradient")
-                    state = self.state[param]
-                    if not state:
-                        state["step"] = 0
-                        state["exp_avg"] = torch.zeros_like(param)
-                        state["exp_avg_sq"] = torch.zeros_like(param)
-                    state["step"] += 1
-                    grad = param.grad.coalesce()  # the update is not linear: unique rows
-                    rows, values = grad.indices()[0], grad.values()
-                    if values.numel() == 0:
-                        continue
-                    step = state["step"]
-                    step_size = group["lr"] * math.sqrt(1 - beta2 ** step) / (1 - beta1 ** step)
-                    if param.device.type == "cpu":  # two passes over the rows, same ops
-                        from linrec.models import _mf_kernels
-
-                        grads = values.contiguous().numpy()
-                        # the scalars in the table's precision, as torch casts them
-                        keep1, keep2, scale, eps = (grads.dtype.type(c) for c in (
-                            1 - beta1, 1 - beta2, -step_size, group["eps"]))
-                        mean, square = torch.empty_like(values), torch.empty_like(values)
-                        _mf_kernels.row_adam_moments(
-                            rows.numpy(), grads,
-                            state["exp_avg"].numpy(), state["exp_avg_sq"].numpy(), keep1,
-                            keep2, mean.numpy(), square.numpy())
-                        _mf_kernels.row_adam_update(rows.numpy(), mean.numpy(),
-                                                    square.sqrt_().numpy(),
-                                                    param.detach().numpy(), scale, eps)
-                        continue
-                    # torch's order of operations: m += (g - m)(1 - β1), v += (g² - v)(1 - β2)
-                    old = state["exp_avg"].index_select(0, rows)
-                    mean = values.sub(old).mul_(1 - beta1).add_(old)
-                    old = state["exp_avg_sq"].index_select(0, rows)
-                    square = values.pow(2).sub_(old).mul_(1 - beta2).add_(old)
-                    state["exp_avg"].index_copy_(0, rows, mean)
-                    state["exp_avg_sq"].index_copy_(0, rows, square)
-                    param.index_add_(0, rows, -step_size * mean.div_(square.sqrt_().add_(
-                        group["eps"])))
-            return None
-
-    return RowAdam
-
-
-class _Trainer:
-    """One fit of an MF model: setup (or resume), the epoch loop, evaluation, checkpoints."""
-
-    def __init__(self, model: MF, train: sp.csr_matrix, validation: Validation | None) -> None:
-        torch = _torch()
-        keep_freed_memory()
-        self.model, self.train, self.validation = model, train, validation
+    def __init__(self, model: MF, train: sp.csr_matrix, generator: torch.Generator) -> None:
         cfg = model.config
-        self.cfg = cfg
-        self.device = cfg.device
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ConfigError(f"mf.device={cfg.device!r}: CUDA is not available here")
-        self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
-        n_users, n_items = train.shape
-        std = cfg.init_std
-        model._users = (torch.randn((n_users, cfg.dim), generator=self.generator,
-                                    device=self.device) * std).requires_grad_(True)
-        model._items = (torch.randn((n_items, cfg.dim), generator=self.generator,
-                                    device=self.device) * std).requires_grad_(True)
-        model.n_items_ = n_items  # scorable during training (the validation callback)
+        self.model, self.cfg, self.generator, self.device = model, cfg, generator, cfg.device
+        tables = [model._users, model._items]
         #: (reg/2)‖W‖² over the whole tables: its gradient reg·W is added by Adam
         self.table_reg = cfg.reg if cfg.reg_mode == "full_table" else 0.0
-        self.optimizer = _adam([model._users, model._items], cfg.lr, self.table_reg) \
-            if cfg.optimizer == "adam" else \
-            _sparse_adam([model._users, model._items], cfg.lr)
+        self.optimizer = mf_optim.adam(tables, cfg.lr, self.table_reg) \
+            if cfg.optimizer == "adam" else mf_optim.sparse_adam(tables, cfg.lr)
         #: skips the exact clipping norm when a cheap bound shows the step is not clipped
-        self.no_clip_bound = _NoClipBound()
-        self.schedule = _Plateau(cfg.lr_factor, cfg.lr_patience, cfg.min_lr, cfg.stop_patience,
-                                 cfg.min_delta)
-        self.sampler = TrainingSampler(cfg.sampling, train, self.device, self.generator)
-        rows = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(train.indptr))
+        self.no_clip_bound = mf_optim.NoClipBound()
+        self.sampler = TrainingSampler(cfg.sampling, train, self.device, generator)
+        rows = np.repeat(np.arange(train.shape[0], dtype=np.int64), np.diff(train.indptr))
         self.pair_users = torch.as_tensor(rows, device=self.device)
         self.pair_items = torch.as_tensor(train.indices.astype(np.int64), device=self.device)
         self.score_floor = -1.0 / cfg.temperature if cfg.similarity == "cosine" else -math.inf
-        self.history: list[dict[str, Any]] = []
-        self.epoch_stats: dict[str, float] = {}
-        self.best_state: dict[str, Any] | None = None
-        self.best_epoch: int | None = None
-        self.start_epoch = 0
-        self.finished = False
-        self.stop_reason = "epochs"
-        self.checkpoint = self._checkpoint_path()
-        self.resumed_from = self._resume()
+        #: the loss's diagnostics summed per example over the epoch (`train_epoch` resets them)
+        self._stat_sums = {name: torch.zeros((), device=self.device)
+                           for name in model.loss.stats}
 
-    # -- checkpoints -----------------------------------------------------------------------------
+    # -- what the driver reads and sets ------------------------------------------------------
 
-    def _fingerprint(self) -> str:
-        """Hash of everything the numbers depend on: the config, the training matrix and what
-        the validation callback measures (its `fingerprint`: split, metric, seed)."""
-        digest = hashlib.sha256()
-        config = {k: v for k, v in self.cfg.to_dict().items()
-                  if k not in ("checkpoint_dir", "resume", "device", "num_threads")}
-        digest.update(json.dumps(config, sort_keys=True, default=str).encode())
-        for array in (self.train.indptr, self.train.indices):
-            digest.update(np.ascontiguousarray(array).tobytes())
-        digest.update(str(self.train.shape).encode())
-        validation = "none" if self.validation is None else \
-            getattr(self.validation, "fingerprint", "a callable")
-        digest.update(str(validation).encode())
-        return digest.hexdigest()
+    @property
+    def learning_rate(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
 
-    def _checkpoint_path(self) -> Path:
-        if self.cfg.checkpoint_dir:
-            return Path(self.cfg.checkpoint_dir).expanduser() / CHECKPOINT_FILE
-        return cache_home() / "checkpoints" / self._fingerprint()[:16] / CHECKPOINT_FILE
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = value
 
-    def _state(self) -> dict[str, Any]:
+    @property
+    def divergence_hint(self) -> str:
+        return (f"lower model.lr (now {self.learning_rate:g}), raise model.temperature or "
+                "model.reg, or use model.similarity=cosine")
+
+    def parameters(self) -> dict[str, torch.Tensor]:
         return {"users": self.model._users.detach().clone(),
                 "items": self.model._items.detach().clone()}
 
-    def _save(self, epoch: int) -> None:
-        torch = _torch()
-        state = {"fingerprint": self._fingerprint(), "epoch": epoch, "finished": self.finished,
-                 "stop_reason": self.stop_reason, "params": self._state(),
-                 "optimizer": self.optimizer.state_dict(),
-                 "schedule": self.schedule.state_dict(),
-                 "generator": self.generator.get_state(), "history": self.history,
-                 "best_state": self.best_state, "best_epoch": self.best_epoch}
-        with atomic_open(self.checkpoint, "wb", fsync=True) as fh:
-            torch.save(state, fh)
-
-    def _resume(self) -> int | None:
-        """Load the checkpoint of this config and data if there is one; the epoch it ends."""
-        torch = _torch()
-        if not self.cfg.resume or not self.checkpoint.exists():
-            return None
-        try:
-            state = torch.load(self.checkpoint, map_location=self.device, weights_only=False)
-        except Exception as exc:  # noqa: BLE001 - a torn or foreign file: say so, start over
-            log.warning("mf: ignoring the unreadable checkpoint %s (%s)", self.checkpoint, exc)
-            return None
-        if state.get("fingerprint") != self._fingerprint():
-            raise ConfigError(f"mf: the checkpoint {self.checkpoint} was written by another "
-                              "config or training data; delete it, choose another "
-                              "model.checkpoint_dir, or set model.resume=false")
+    def load_parameters(self, params: Mapping[str, torch.Tensor]) -> None:
         with torch.no_grad():
-            self.model._users.copy_(state["params"]["users"])
-            self.model._items.copy_(state["params"]["items"])
+            self.model._users.copy_(params["users"])
+            self.model._items.copy_(params["items"])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         if self.cfg.optimizer == "adam":  # the config's, not the file's
             self.optimizer.param_groups[0]["weight_decay"] = self.table_reg
-        self.schedule.load_state_dict(state["schedule"])
-        # a generator's state is a CPU byte tensor whatever its device; map_location moved it
+        # a generator's state is a CPU byte tensor whatever its device
         self.generator.set_state(state["generator"].cpu())
-        self.history, self.best_state = state["history"], state["best_state"]
-        self.best_epoch, self.finished = state["best_epoch"], state["finished"]
-        self.stop_reason = state["stop_reason"]
-        self.start_epoch = state["epoch"]
-        log.info("mf: resumed from %s after epoch %d", self.checkpoint, state["epoch"])
-        return state["epoch"]
 
-    # -- the loop ----------------------------------------------------------------------------------
+    # -- an epoch ----------------------------------------------------------------------------
 
-    def run(self) -> None:
-        torch = _torch()
-        cfg = self.cfg
-        epoch = self.start_epoch
-        while not self.finished and epoch < cfg.epochs:
-            epoch += 1
-            started = time.perf_counter()
-            loss = self._epoch(epoch)
-            record = {"epoch": epoch, "loss": loss,
-                      "lr": self.optimizer.param_groups[0]["lr"], "valid": None,
-                      "seconds": 0.0, **self.epoch_stats}
-            if self.validation is not None and (epoch % cfg.eval_every == 0
-                                                or epoch == cfg.epochs):
-                self._evaluate(record)
-            record["seconds"] = time.perf_counter() - started
-            self.history.append(record)
-            log.info("mf epoch %d: loss %.5f, lr %.2e, valid %s, %.1f s%s", epoch, loss,
-                     record["lr"], "-" if record["valid"] is None else f"{record['valid']:.5f}",
-                     record["seconds"],
-                     "".join(f", {k} {v:.4f}" for k, v in self.epoch_stats.items()))
-            if epoch == cfg.epochs and not self.finished:
-                self.stop_reason = "epochs"
-                self.finished = True
-            self._save(epoch)
-        if self.best_state is not None:  # the best evaluated parameters
-            with torch.no_grad():
-                self.model._users.copy_(self.best_state["users"])
-                self.model._items.copy_(self.best_state["items"])
-        model = self.model
-        model.history_, model.best_epoch_ = self.history, self.best_epoch
-        model.stop_reason_, model.resumed_from_ = self.stop_reason, self.resumed_from
-        model._users.requires_grad_(False)
-        model._items.requires_grad_(False)
+    def _batches(self) -> Iterator[torch.Tensor]:
+        return batch_order(len(self.pair_users), self.cfg.batch_size, self.generator,
+                           self.device)
 
-    def _evaluate(self, record: dict[str, Any]) -> None:
-        torch = _torch()
-        with torch.no_grad():
-            metric = float(self.validation(self.model))
-        record["valid"] = metric
-        improved, lr, plateau = self.schedule.step(metric, self.optimizer.param_groups[0]["lr"])
-        if improved:
-            self.best_state, self.best_epoch = self._state(), record["epoch"]
-        elif plateau:
-            if self.cfg.reload_best_on_plateau and self.best_state is not None:
-                with torch.no_grad():
-                    self.model._users.copy_(self.best_state["users"])
-                    self.model._items.copy_(self.best_state["items"])
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-        if self.schedule.stop:
-            self.finished = True
-            self.stop_reason = "early_stopping"
-
-    def _batches(self) -> Iterator[Any]:
-        torch = _torch()
-        order = torch.randperm(len(self.pair_users), generator=self.generator,
-                               device=self.device)
-        for start in range(0, len(order), self.cfg.batch_size):
-            yield order[start:start + self.cfg.batch_size]
-
-    def _epoch(self, epoch: int) -> float:
-        """One pass over the shuffled training pairs; the epoch's mean loss (with the
-        `full_table` L2 penalty at the epoch's end). The step losses stay on the device; they
-        are checked for NaN/inf every `_CHECK_EVERY` steps."""
-        torch = _torch()
+    def train_epoch(self, epoch: int) -> dict[str, float]:
+        """One pass over the shuffled training pairs: the epoch's mean loss (with the
+        `full_table` L2 penalty at the epoch's end) and the loss's diagnostics. The step losses
+        stay on the device; they are checked for NaN/inf every `_CHECK_EVERY` steps."""
         n_batches = math.ceil(len(self.pair_users) / self.cfg.batch_size)
         losses = torch.zeros(n_batches, device=self.device)
         sizes = torch.zeros(n_batches, device=self.device)
@@ -554,41 +241,30 @@ class _Trainer:
             adam = self.optimizer.state.get(self.model._users, {})
             self.no_clip_bound.reset((self.model._users, self.model._items),
                                      int(adam.get("step", 0)))
-        batches = self._batches()
-        if sys.stderr.isatty():
-            from tqdm import tqdm
-
-            batches = tqdm(batches, total=n_batches, desc=f"mf epoch {epoch}", unit="batch",
-                           leave=False)
         checked = 0
-        for step, batch in enumerate(batches):
+        for step, batch in enumerate(progress(self._batches(), n_batches, f"mf epoch {epoch}")):
             losses[step] = self._step(batch)
             sizes[step] = len(batch)
             if step + 1 - checked >= _CHECK_EVERY or step + 1 == n_batches:
-                self._check_finite(losses[checked:step + 1], epoch, checked)
+                self._check_finite(losses[checked:step + 1], checked)
                 checked = step + 1
         total = sizes.sum()
         loss = float((losses * sizes).sum() / total)
-        #: the loss's diagnostics (LossConfig.stats), means over the epoch's examples
-        self.epoch_stats = {name: float(value / total) for name, value in self._stat_sums.items()}
         if self.cfg.reg > 0 and self.cfg.reg_mode == "full_table":  # at the epoch's end
             with torch.no_grad():
                 loss += self.cfg.reg / 2 * sum(float(torch.linalg.vector_norm(w)) ** 2
                                                for w in (self.model._users, self.model._items))
-        return loss
+        #: the loss's diagnostics (LossConfig.stats), means over the epoch's examples
+        return {"loss": loss,
+                **{name: float(value / total) for name, value in self._stat_sums.items()}}
 
-    def _check_finite(self, losses, epoch: int, first_step: int) -> None:
-        torch = _torch()
+    @staticmethod
+    def _check_finite(losses: torch.Tensor, first_step: int) -> None:
         bad = torch.nonzero(~torch.isfinite(losses))
         if len(bad):
-            step = first_step + int(bad[0, 0]) + 1
-            raise NumericalError(
-                f"mf: the loss is {float(losses[bad[0, 0]])} at epoch {epoch}, step {step}; "
-                f"lower model.lr (now {self.optimizer.param_groups[0]['lr']:g}), raise "
-                "model.temperature or model.reg, or use model.similarity=cosine; the "
-                f"last good checkpoint is {self.checkpoint}")
+            raise NonFiniteLoss(first_step + int(bad[0, 0]) + 1, float(losses[bad[0, 0]]))
 
-    def _step(self, batch):
+    def _step(self, batch: torch.Tensor) -> torch.Tensor:
         """One optimizer step on a batch of training-pair ids; the batch's mean loss without
         the `full_table` penalty (a 0-d tensor on the device, detached)."""
         cfg, tables = self.cfg, (self.model._users, self.model._items)
@@ -598,11 +274,11 @@ class _Trainer:
         if cfg.optimizer == "sparse_adam":  # the touched rows, each once
             for table in tables:
                 table.grad = table.grad.coalesce()
-        # the `full_table` L2 gradient reg·W is added by Adam (`_epoch` records its value)
+        # the `full_table` L2 gradient reg·W is added by Adam (`train_epoch` records its value)
         coefficient = 1.0
         if cfg.grad_clip > 0 and not self.no_clip_bound.unclipped(
                 tables, self.pair_users[batch], cfg.grad_clip, self.table_reg):
-            coefficient = _clip_coefficient(tables, cfg.grad_clip, self.table_reg)
+            coefficient = mf_optim.clip_coefficient(tables, cfg.grad_clip, self.table_reg)
         scale_l2 = coefficient < 1.0 and self.table_reg > 0
         if coefficient < 1.0:  # clip g + reg·W: scale g here and the L2 term in Adam
             for table in tables:
@@ -612,13 +288,12 @@ class _Trainer:
         self.optimizer.step()
         if scale_l2:
             self.optimizer.param_groups[0]["weight_decay"] = self.table_reg
-        self.no_clip_bound.advance(tables, self.optimizer.param_groups[0])  # if `_epoch` reset it
+        self.no_clip_bound.advance(tables, self.optimizer.param_groups[0])  # if it was reset
         return loss.detach()
 
     def _batch_loss(self, batch):
         """The batch's mean loss (with the L2 penalty of `batch_rows`; `_step` adds the
         `full_table` one)."""
-        torch = _torch()
         cfg, model, loss_fn = self.cfg, self.model, self.model.loss
         users, positives = self.pair_users[batch], self.pair_items[batch]
         user_weights = model._rows(model._users, users)
@@ -664,7 +339,6 @@ class _Trainer:
         batch's rows (shared negatives: only the B + N (+ B·M) gathered rows are normalised),
         or one `sampled_dot` (per-example negatives: its B·N rows would be ten times the table,
         so the table is normalised once per step)."""
-        torch = _torch()
         t, batch = self.cfg.temperature, len(positives)
         if t != 1.0:
             user_rows = user_rows / t

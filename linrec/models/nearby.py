@@ -14,32 +14,32 @@ Parameterization choices (documented in the report):
   sampled columns), never the full batch x n_items matrix.
 * Early stopping (when the run passes a validation callback and patience > 0) keeps the
   parameters of the epoch with the best validation score (the run's selection metric).
+* The epochs, early stopping, checkpoints and resume are the epoch driver's
+  (`linrec.models.training`); `BPRTrainer` is the step.
 """
 
 from __future__ import annotations
 
-import math
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+import torch
+import torch.nn.functional as F
 
 from linrec.errors import DataError
 from linrec.models.base import Recommender, Validation, binary_pattern
 from linrec.models.configs import LearnedLambdaConfig, NearbyHTConfig
 from linrec.models.ease import ITEM_ITEM_MODELS
 from linrec.models.spectral import LRR, compute_spectrum
-
-if TYPE_CHECKING:
-    import torch
+from linrec.models.training import EpochDriver, PlateauSchedule, batch_order, progress
 
 _SCORE_BATCH = 1024
 
 
 def _doubled_sigmoid(logits: torch.Tensor) -> torch.Tensor:
     """2·sigmoid(x) ∈ (0, 2), = 1 at x = 0 (the spec's sigmoid up to a global factor)."""
-    import torch
-
     return 2.0 * torch.sigmoid(logits)
 
 
@@ -69,58 +69,34 @@ class _BPRNearby(Recommender):
     def _scores(self, foldin: sp.csr_matrix) -> np.ndarray:
         raise NotImplementedError
 
-    def _parameters(self) -> list[torch.nn.Parameter]:
-        return list(self.params_.values())
-
     # -- training ------------------------------------------------------------------------------
 
     def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
         """Closed form, then `epochs` epochs of BPR + Adam; with a validation callback and
-        patience > 0, early stopping on its score."""
-        import torch
-
+        patience > 0, early stopping on its score (the best epoch's parameters are kept)."""
         pattern = binary_pattern(train, f"{self.name}.fit")
         if pattern.nnz == 0:
             raise DataError(f"{self.name}.fit: train {pattern.shape} has no interactions")
         self._setup(pattern)
         self.train_ = pattern
-        generator = torch.Generator().manual_seed(self.seed)
-        optimizer = torch.optim.Adam(self._parameters(), lr=self.lr)
-        active = np.flatnonzero(np.diff(pattern.indptr) > 0)
-        history: list[float] = []
-        best, best_state, stale = -math.inf, None, 0
-        for _ in range(self.epochs):
-            order = torch.randperm(len(active), generator=generator).numpy()
-            total, count = 0.0, 0
-            for start in range(0, len(active), self.batch_size):
-                users = active[order[start:start + self.batch_size]]
-                optimizer.zero_grad()
-                loss = self._batch_loss(pattern, users, generator, train=True)
-                loss.backward()
-                optimizer.step()
-                total += float(loss.detach()) * len(users)
-                count += len(users)
-            history.append(total / count)
-            if validation is not None and self.patience > 0:
-                metric = float(validation(self))
-                if metric > best:
-                    best, stale = metric, 0
-                    best_state = {k: v.detach().clone() for k, v in self.params_.items()}
-                else:
-                    stale += 1
-                    if stale >= self.patience:
-                        break
-        if best_state is not None:
-            with torch.no_grad():
-                for key, value in best_state.items():
-                    self.params_[key].copy_(value)
-        self.loss_history_ = np.asarray(history)
+        early_stopping = validation is not None and self.patience > 0
+        driver = EpochDriver(self, BPRTrainer(self, pattern), train=pattern,
+                             config=self.config, epochs=self.epochs,
+                             validation=validation if early_stopping else None,
+                             schedule=PlateauSchedule(None, 0, 0.0, self.patience),
+                             device=self.device)
+        done = driver.run()
+        self.history_, self.best_epoch_ = done.history, done.best_epoch
+        self.stop_reason_, self.resumed_from_ = done.stop_reason, done.resumed_from
+        self.loss_history_ = np.asarray([record["loss"] for record in done.history])
+
+    def training_log(self) -> dict[str, Any]:
+        return {"epochs": self.history_, "best_epoch": self.best_epoch_,
+                "stop_reason": self.stop_reason_, "resumed_from": self.resumed_from_}
 
     def _batch_inputs(self, pattern: sp.csr_matrix, users: np.ndarray,
                       generator: torch.Generator, train: bool) -> torch.Tensor:
         """Dense (B, n) input rows; inverted dropout on the entries when training."""
-        import torch
-
         rows = torch.as_tensor(pattern[users].toarray(), dtype=self._torch_dtype)
         if train and self.dropout > 0:
             keep = torch.rand(rows.shape, generator=generator, dtype=self._torch_dtype)
@@ -131,8 +107,6 @@ class _BPRNearby(Recommender):
                       generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """positives (B, P) uniform from each row and negatives (B, P) uniform over all items
         (the caller drops the pairs whose negative is a positive)."""
-        import torch
-
         starts = torch.as_tensor(pattern.indptr[users], dtype=torch.int64)
         lengths = torch.as_tensor(np.diff(pattern.indptr)[users], dtype=torch.int64)
         draws = torch.rand((len(users), self.n_pairs), generator=generator, dtype=torch.float64)
@@ -145,9 +119,6 @@ class _BPRNearby(Recommender):
 
     def _batch_loss(self, pattern: sp.csr_matrix, users: np.ndarray,
                     generator: torch.Generator, train: bool) -> torch.Tensor:
-        import torch
-        import torch.nn.functional as F
-
         inputs = self._batch_inputs(pattern, users, generator, train)
         positives, negatives = self._sample_pairs(pattern, users, generator)
         positives, negatives = positives.to(self.device), negatives.to(self.device)
@@ -163,8 +134,6 @@ class _BPRNearby(Recommender):
     def bpr_loss(self, train: sp.csr_matrix, seed: int = 0) -> float:
         """Mean BPR loss of the current parameters on one seeded sample of pairs for every user
         of `train` (no dropout): a fixed yardstick for tests and diagnostics."""
-        import torch
-
         self.check_fitted()
         pattern = binary_pattern(train, f"{self.name}.bpr_loss", self.n_items_)
         users = np.flatnonzero(np.diff(pattern.indptr) > 0)
@@ -180,9 +149,63 @@ class _BPRNearby(Recommender):
 
     @property
     def _torch_dtype(self) -> torch.dtype:
-        import torch
-
         return getattr(torch, self.dtype)
+
+
+class BPRTrainer:
+    """The nearby models' step, for the epoch driver (`training.EpochTrainer`): every epoch the
+    users with interactions in a fresh order, in batches; per batch the model's BPR loss
+    (`_BPRNearby._batch_loss`) and one Adam step on its parameters `params_`."""
+
+    divergence_hint = "lower model.lr or model.bpr_scale"
+
+    def __init__(self, model: _BPRNearby, pattern: sp.csr_matrix) -> None:
+        self.model, self.pattern, self.name = model, pattern, model.name
+        self.generator = torch.Generator().manual_seed(model.seed)
+        self.optimizer = torch.optim.Adam(list(model.params_.values()), lr=model.lr)
+        self.active = np.flatnonzero(np.diff(pattern.indptr) > 0)
+
+    @property
+    def learning_rate(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = value
+
+    def parameters(self) -> dict[str, torch.Tensor]:
+        return {key: value.detach().clone() for key, value in self.model.params_.items()}
+
+    def load_parameters(self, params: Mapping[str, torch.Tensor]) -> None:
+        with torch.no_grad():
+            for key, value in params.items():
+                self.model.params_[key].copy_(value)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"].cpu())
+
+    def train_epoch(self, epoch: int) -> dict[str, float]:
+        """One pass over the active users: the mean BPR loss per user."""
+        model = self.model
+        batch_size = model.batch_size
+        total, count = 0.0, 0
+        batches = batch_order(len(self.active), batch_size, self.generator)
+        n_batches = -(-len(self.active) // batch_size)
+        for batch in progress(batches, n_batches, f"{self.name} epoch {epoch}"):
+            users = self.active[batch.numpy()]
+            self.optimizer.zero_grad()
+            loss = model._batch_loss(self.pattern, users, self.generator, train=True)
+            loss.backward()
+            self.optimizer.step()
+            total += float(loss.detach()) * len(users)
+            count += len(users)
+        return {"loss": total / count}
 
 
 # --------------------------------------------------------------------------------------------
@@ -217,8 +240,6 @@ class LearnedLambda(_BPRNearby):
     config_class = LearnedLambdaConfig
 
     def _setup(self, train: sp.csr_matrix) -> None:
-        import torch
-
         n_items = train.shape[1]
         rank = self.rank_ = self.config.rank_for(n_items)
         spectrum = compute_spectrum(train, np.float64, rank=None if rank == n_items else rank)
@@ -234,8 +255,6 @@ class LearnedLambda(_BPRNearby):
     # -- the learned quantities ----------------------------------------------------------------
 
     def _lambdas(self) -> torch.Tensor:
-        import torch
-
         return self.lam + self.c * torch.tanh(self.params_["alpha"])  # §6.1
 
     def _filter(self) -> torch.Tensor:
@@ -274,8 +293,6 @@ class LearnedLambda(_BPRNearby):
     def _pair_scores(self, inputs: torch.Tensor, items: torch.Tensor,
                      item_inputs: torch.Tensor) -> torch.Tensor:
         """s_ui = T_i ((x_u ⊙ H) V_k ⊙ f) · V_i − rmd · x_ui H_i W_ii T_i (§6.3, §6.4)."""
-        import torch
-
         f = self._filter()
         head, tail = self._head_tail()
         vectors = self._vectors if head is None else self._vectors * head[:, None]
@@ -339,8 +356,6 @@ class NearbyItemItem(_BPRNearby):
     config_class = NearbyHTConfig
 
     def _setup(self, train: sp.csr_matrix) -> None:
-        import torch
-
         weights = ITEM_ITEM_MODELS[self.base](**self.base_params).fit(train).weights()
         n_items = weights.shape[0]
         options = dict(dtype=self._torch_dtype, device=self.device)
@@ -362,8 +377,6 @@ class NearbyItemItem(_BPRNearby):
 
     def _full_scores(self, inputs: torch.Tensor) -> torch.Tensor:
         """(x ⊙ H) W_S ⊙ T for dense inputs (B, n) -> (B, n)."""
-        import torch
-
         head = _doubled_sigmoid(self.params_["head"]) if self.head_tail else None
         if self.sparsify:
             if head is not None:
@@ -383,8 +396,6 @@ class NearbyItemItem(_BPRNearby):
 
     def _pair_scores(self, inputs: torch.Tensor, items: torch.Tensor,
                      item_inputs: torch.Tensor) -> torch.Tensor:
-        import torch
-
         return torch.gather(self._full_scores(inputs), 1, items)
 
     def weights(self) -> np.ndarray | sp.csr_matrix:
@@ -405,8 +416,6 @@ class NearbyItemItem(_BPRNearby):
         return sp.csr_matrix(matrix)
 
     def _scores(self, foldin: sp.csr_matrix) -> np.ndarray:
-        import torch
-
         out = np.empty(foldin.shape, dtype=np.float64)
         with torch.no_grad():
             for start in range(0, foldin.shape[0], _SCORE_BATCH):

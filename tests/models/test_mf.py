@@ -13,7 +13,7 @@ import linrec.models.mf as mf_module
 from linrec.data.pipeline import prepare_data
 from linrec.errors import ConfigError, NumericalError
 from linrec.eval import EvalConfig, evaluate, validation_score
-from linrec.models import MF, build_model
+from linrec.models import MF, build_model, mf_optim, training
 from linrec.models.losses import LOSS_CONFIGS
 
 FAST = {"lr": 0.01, "init_std": 0.1, "batch_size": 256, "sampling": {"n_negatives": 40}}
@@ -30,6 +30,15 @@ def synthetic_split(n_users: int, n_items: int, mean_user_interactions: float):
 @pytest.fixture(scope="module")
 def split():
     return synthetic_split(300, 120, 15.0)
+
+
+def trainer_of(model: MF, train) -> mf_module.MFTrainer:
+    """The trainer of a fit of `model` on `train`, its tables drawn as a fit draws them."""
+    import torch
+
+    generator = torch.Generator().manual_seed(model.config.seed)
+    model._init_tables(*train.shape, generator)
+    return mf_module.MFTrainer(model, train, generator)
 
 
 def fit(split, tmp_path, name: str = "run", validation: bool = True, **params):
@@ -62,18 +71,18 @@ DEBIASED = {"loss": {"name": "debiased_ccl"}, "sampling": {"n_negatives": 40, "n
 
 
 def _kill_after_the_epoch_3_checkpoint(monkeypatch):
-    real_save = mf_module._Trainer._save
+    real_save = training.EpochDriver._save
 
-    def killed(self, epoch):
-        real_save(self, epoch)
-        if epoch == 3:
+    def killed(self):
+        real_save(self)
+        if self.epoch == 3:
             raise KeyboardInterrupt  # the process dies right after writing the checkpoint
 
-    monkeypatch.setattr(mf_module._Trainer, "_save", killed)
+    monkeypatch.setattr(training.EpochDriver, "_save", killed)
 
 
 def _kill_in_the_middle_of_epoch_4(monkeypatch):
-    real_step = mf_module._Trainer._step
+    real_step = mf_module.MFTrainer._step
     steps = []
 
     def killed(self, batch):
@@ -83,7 +92,7 @@ def _kill_in_the_middle_of_epoch_4(monkeypatch):
             raise KeyboardInterrupt  # after three steps of epoch 4 changed the parameters
         return real_step(self, batch)
 
-    monkeypatch.setattr(mf_module._Trainer, "_step", killed)
+    monkeypatch.setattr(mf_module.MFTrainer, "_step", killed)
 
 
 SPARSE = {"optimizer": "sparse_adam", "reg_mode": "batch_rows",
@@ -195,13 +204,13 @@ def test_simplex_schedule_reloads_the_best_parameters_on_a_plateau(split, tmp_pa
     """SimpleX's variant: every non-improving evaluation multiplies the rate by 0.1 and training
     goes on from the best evaluated parameters; three in a row stop it."""
     seen, starts = [], []
-    real_epoch = mf_module._Trainer._epoch
+    real_epoch = mf_module.MFTrainer.train_epoch
 
     def epoch(self, number):
         starts.append(self.model.item_embeddings_.copy())
         return real_epoch(self, number)
 
-    monkeypatch.setattr(mf_module._Trainer, "_epoch", epoch)
+    monkeypatch.setattr(mf_module.MFTrainer, "train_epoch", epoch)
     model = MF(**FAST, epochs=10, lr_factor=0.1, reload_best_on_plateau=True, stop_patience=3,
                checkpoint_dir=str(tmp_path / "simplex"))
     model.fit(split.train, scripted([0.1, 0.3, 0.2, 0.25, 0.29, 0.9], seen))
@@ -241,7 +250,7 @@ def test_batch_rows_penalises_the_batch_user_and_positive_rows(split, tmp_path):
 
     model = MF(**FAST, epochs=1, reg=0.3, reg_mode="batch_rows", dropout=0.0,
                checkpoint_dir=str(tmp_path / "rows"))
-    trainer = mf_module._Trainer(model, split.train.tocsr(), None)
+    trainer = trainer_of(model, split.train.tocsr())
     batch = torch.arange(0, 200, 3)
     state = trainer.generator.get_state()
     with torch.no_grad():
@@ -257,7 +266,7 @@ def test_batch_rows_penalises_the_batch_user_and_positive_rows(split, tmp_path):
 
 def test_a_diverging_loss_names_the_epoch_and_step_and_keeps_the_last_checkpoint(
         split, tmp_path, monkeypatch):
-    real_loss = mf_module._Trainer._batch_loss
+    real_loss = mf_module.MFTrainer._batch_loss
     calls = []
 
     def diverging(self, batch):
@@ -266,12 +275,12 @@ def test_a_diverging_loss_names_the_epoch_and_step_and_keeps_the_last_checkpoint
         return value * float("nan") if len(calls) == 9 else value  # epoch 2, step 4
     # (300 users x ~15 items x 0.85 = 3 824 pairs in batches of 512 -> 8 steps per epoch)
 
-    monkeypatch.setattr(mf_module._Trainer, "_batch_loss", diverging)
+    monkeypatch.setattr(mf_module.MFTrainer, "_batch_loss", diverging)
     with pytest.raises(NumericalError, match=r"nan at epoch 2, step 4; lower model.lr"):
         fit(split, tmp_path, "nan", validation=False, epochs=3, batch_size=512)
     import torch
 
-    saved = torch.load(tmp_path / "nan" / mf_module.CHECKPOINT_FILE, weights_only=False)
+    saved = torch.load(tmp_path / "nan" / training.CHECKPOINT_FILE, weights_only=False)
     assert saved["epoch"] == 1 and len(saved["history"]) == 1
 
 
@@ -382,7 +391,7 @@ def test_a_step_is_the_textbook_l2_clip_and_adam_step(split, tmp_path, clip):
     import torch
 
     model = MF(**FAST, reg=0.05, grad_clip=clip, checkpoint_dir=str(tmp_path / "step"))
-    trainer = mf_module._Trainer(model, split.train.astype(np.float64), None)
+    trainer = trainer_of(model, split.train.astype(np.float64))
     tables = (model._users, model._items)
     start = [t.detach().clone() for t in tables]
     state = trainer.generator.get_state()
@@ -423,22 +432,22 @@ def test_the_no_clip_bound_skips_the_exact_norm_without_changing_a_number(split,
     def run(name):
         model = MF(**{**FAST, **settings}, reg=1e-4, grad_clip=clip,
                    checkpoint_dir=str(tmp_path / name))
-        trainer = mf_module._Trainer(model, split.train.astype(np.float64), None)
-        losses = [trainer._epoch(epoch) for epoch in (1, 2, 3)]
+        trainer = trainer_of(model, split.train.astype(np.float64))
+        losses = [trainer.train_epoch(epoch)["loss"] for epoch in (1, 2, 3)]
         return losses, model._users.detach().clone(), model._items.detach().clone()
 
     decisions, coefficients = [], []
-    bound, exact = mf_module._NoClipBound.unclipped, mf_module._clip_coefficient
-    monkeypatch.setattr(mf_module._NoClipBound, "unclipped",
+    bound, exact = mf_optim.NoClipBound.unclipped, mf_optim.clip_coefficient
+    monkeypatch.setattr(mf_optim.NoClipBound, "unclipped",
                         lambda *args: decisions.append(bound(*args)) or decisions[-1])
-    monkeypatch.setattr(mf_module, "_clip_coefficient",
+    monkeypatch.setattr(mf_optim, "clip_coefficient",
                         lambda *args: coefficients.append(exact(*args)) or coefficients[-1])
     with_bound = run("bound")
     assert any(decisions) and not all(decisions), decisions  # both kinds of steps
     assert any(c < 1.0 for c in coefficients)
     if not settings:  # the dense bound is loose: some exact norms are below the threshold
         assert any(c == 1.0 for c in coefficients)
-    monkeypatch.setattr(mf_module._NoClipBound, "unclipped", lambda *args: False)
+    monkeypatch.setattr(mf_optim.NoClipBound, "unclipped", lambda *args: False)
     always_exact = run("exact")
     assert with_bound[0] == always_exact[0]
     for ours, theirs in zip(with_bound[1:], always_exact[1:], strict=True):
@@ -454,7 +463,7 @@ def test_the_weight_norm_bound_holds_through_adam_steps(fused):
     generator = torch.Generator().manual_seed(0)
     tables = [torch.randn((n, 8), generator=generator).requires_grad_(True) for n in (50, 30)]
     optimizer = torch.optim.Adam(tables, lr=0.5, weight_decay=0.1, fused=fused)
-    bound = mf_module._NoClipBound()
+    bound = mf_optim.NoClipBound()
     bound.reset(tables, 0)
     for step in range(1, 301):
         for table in tables:
@@ -477,7 +486,7 @@ def test_the_no_clip_bound_never_skips_a_clipped_step():
     generator = torch.Generator().manual_seed(1)
     tables = [torch.randn((n, 16), generator=generator).requires_grad_(True) for n in (40, 60)]
     users = torch.tensor([3, 7, 7, 12, 30])
-    bound = mf_module._NoClipBound()
+    bound = mf_optim.NoClipBound()
     bound.reset(tables, 0)
     skipped = clipped = 0
     for scale in np.geomspace(0.5, 2.0, 200):
@@ -489,8 +498,8 @@ def test_the_no_clip_bound_never_skips_a_clipped_step():
             table.grad = grad * (scale * 10.0 / norm)
         if bound.unclipped(tables, users, 10.0, 1e-3):
             skipped += 1
-            assert mf_module._clip_coefficient(tables, 10.0, 1e-3) == 1.0, scale
-        clipped += mf_module._clip_coefficient(tables, 10.0, 1e-3) < 1.0
+            assert mf_optim.clip_coefficient(tables, 10.0, 1e-3) == 1.0, scale
+        clipped += mf_optim.clip_coefficient(tables, 10.0, 1e-3) < 1.0
     assert skipped > 50 and clipped > 50
 
 
@@ -503,7 +512,7 @@ def test_the_sparse_no_clip_bound_never_skips_a_clipped_step():
     generator = torch.Generator().manual_seed(2)
     tables = [torch.zeros((n, 16)).requires_grad_(True) for n in (40, 60)]
     rows = [torch.tensor([3, 7, 12, 30]), torch.tensor([0, 5, 6, 59, 20, 41])]
-    bound = mf_module._NoClipBound()  # never reset: sparse gradients need no weight bound
+    bound = mf_optim.NoClipBound()  # never reset: sparse gradients need no weight bound
     values = [torch.randn((len(r), 16), generator=generator) for r in rows]
     norm = math.sqrt(sum(float(torch.linalg.vector_norm(v, dtype=torch.float64)) ** 2
                          for v in values))
@@ -514,7 +523,7 @@ def test_the_sparse_no_clip_bound_never_skips_a_clipped_step():
         for table, row, value in zip(tables, rows, values, strict=True):
             table.grad = torch.sparse_coo_tensor(row[None], value * (scale * target / norm),
                                                  table.shape, check_invariants=True).coalesce()
-        exact = mf_module._clip_coefficient(tables, 10.0, 0.0)
+        exact = mf_optim.clip_coefficient(tables, 10.0, 0.0)
         if bound.unclipped(tables, rows[0], 10.0, 0.0):
             skipped += 1
             assert exact == 1.0, scale
@@ -532,7 +541,7 @@ def test_the_batch_rows_l2_term_on_the_scored_rows_keeps_the_sparse_gradient(spl
     import torch.nn.functional as F
 
     model = MF(**{**FAST, **SPARSE}, reg=0.05, dropout=0.2, checkpoint_dir=str(tmp_path))
-    trainer = mf_module._Trainer(model, split.train.astype(np.float64), None)
+    trainer = trainer_of(model, split.train.astype(np.float64))
     tables = (model._users, model._items)
     state, cfg = trainer.generator.get_state(), trainer.cfg
     batches = trainer._batches()
@@ -575,7 +584,7 @@ def test_the_row_adam_is_torchs_sparse_adam_bitwise(n_rows, dim, draws, dtype):
     start = torch.randn(n_rows, dim, generator=g, dtype=getattr(torch, dtype))
     results = []
     for make in (lambda p: torch.optim.SparseAdam(p, lr=1e-2),
-                 lambda p: mf_module._sparse_adam(p, 1e-2)):
+                 lambda p: mf_optim.sparse_adam(p, 1e-2)):
         table = start.clone().requires_grad_(True)
         optimizer, drawn = make([table]), torch.Generator().manual_seed(1)
         for _ in range(6):
@@ -602,7 +611,7 @@ def test_sparse_adam_moves_only_the_rows_a_step_touches(split, tmp_path):
     for params, moves_all in (({"optimizer": "sparse_adam", "reg_mode": "batch_rows"}, False),
                               ({"optimizer": "adam", "reg": 1e-3}, True)):
         model = MF(**shared, **params, checkpoint_dir=str(tmp_path / params["optimizer"]))
-        trainer = mf_module._Trainer(model, split.train.astype(np.float64), None)
+        trainer = trainer_of(model, split.train.astype(np.float64))
         drawn = []
 
         def recorded(users, draw=trainer.sampler.negatives, drawn=drawn):

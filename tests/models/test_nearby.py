@@ -148,6 +148,33 @@ def test_training_is_deterministic() -> None:
     np.testing.assert_array_equal(one.head_, two.head_)
 
 
+def test_a_killed_fit_resumes_to_the_numbers_of_an_uninterrupted_one(tmp_path,
+                                                                     monkeypatch) -> None:
+    """The nearby models train under the epoch driver: a fit killed after epoch 2's checkpoint
+    continues from it and ends where an uninterrupted fit does (dropout and pair draws
+    included)."""
+    from linrec.models.training import EpochDriver
+
+    params = dict(**BASE, head_tail=True, dropout=0.5, epochs=4)
+    whole = LearnedLambda(**params, checkpoint_dir=str(tmp_path / "whole")).fit(TRAIN)
+    real_save = EpochDriver._save
+
+    def killed(self) -> None:
+        real_save(self)
+        if self.epoch == 2:
+            raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(EpochDriver, "_save", killed)
+        with pytest.raises(KeyboardInterrupt):
+            LearnedLambda(**params, checkpoint_dir=str(tmp_path / "killed")).fit(TRAIN)
+    resumed = LearnedLambda(**params, checkpoint_dir=str(tmp_path / "killed")).fit(TRAIN)
+    assert resumed.resumed_from_ == 2 and whole.resumed_from_ is None
+    np.testing.assert_array_equal(resumed.alpha_, whole.alpha_)
+    np.testing.assert_array_equal(resumed.head_, whole.head_)
+    np.testing.assert_array_equal(resumed.loss_history_, whole.loss_history_)
+
+
 def test_early_stopping_keeps_the_best_epoch_of_the_validation_callback() -> None:
     """The run passes a validation callback (model -> score); with patience p the trainer stops
     p epochs after the best one and restores that epoch's parameters."""
