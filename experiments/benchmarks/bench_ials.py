@@ -1,6 +1,7 @@
 """Benchmark: linrec's IALS against implicit's CPU ALS (`implicit.cpu.als`), same solver, same
 matrix, same factors, same threads, float32 on both sides, measured in the same process with
-the two libraries interleaved (spec/linear_models.md §3.9; issue 11 "iALS at parity").
+the two libraries interleaved (Rendle et al., "Revisiting the performance of iALS on item
+recommendation benchmarks", RecSys'22): is linrec's iALS at least at parity?
 
 Same problem. linrec's iALS step for a row solves (Y_SᵀY_S + α₀YᵀY + Λ_r I) x = Y_Sᵀ1.
 implicit's (confidence alpha on observed entries, 1 elsewhere) solves

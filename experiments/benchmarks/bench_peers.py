@@ -1,7 +1,7 @@
 """Benchmark: linrec's EASE against the EASE of LensKit and of Cornac on the same data, the same
 λ and the same threads, each library in its own fresh process: the fit, its peak memory, and
-top-k lists that exclude each user's known items (issue 11: "ahead of every peer on the same
-work").
+top-k lists that exclude each user's known items: is linrec ahead of its peers on the same
+work?
 
 Data: the ML-20M-like users of bench_eval (log-normal activity, Zipf popularity, every
 interaction of a user is training data), n_users x n_items. Per library and size a child process
@@ -26,8 +26,8 @@ dependencies of linrec. In a separate environment:
     python -m venv /tmp/peers && /tmp/peers/bin/pip install torch==2.13.0 &&
     /tmp/peers/bin/pip install lenskit==2025.8.1 cornac==3.0.1 && /tmp/peers/bin/pip install -e .
     /tmp/peers/bin/python experiments/benchmarks/bench_peers.py [--quick] [--large]
-Default sizes: 10 000 users x 5 000 and x 10 000 items; --large adds 10 000 x 20 000 (the top-k
-setting of issue 11; Cornac's float64 inverse at that size takes minutes); --quick 2 000 x 1 000.
+Default sizes: 10 000 users x 5 000 and x 10 000 items; --large adds 10 000 x 20 000 (the size of
+bench_recommend.py; Cornac's float64 inverse at that size takes minutes); --quick 2 000 x 1 000.
 """
 
 from __future__ import annotations

@@ -10,10 +10,9 @@ Rows, each the best of --repeats:
   reference  what a user writes with scipy and numpy: scores = foldin @ W (scipy), mask,
              np.argpartition(-scores, k) then argsort of the k, checked to give the same lists
              (continuous scores: no ties).
-The peers' figures quoted in issue 11 (LensKit 2026.4, Cornac 3.0.1) are printed for context;
 bench_peers.py measures LensKit's and Cornac's own top-k calls beside linrec's, each in a fresh
 process with the peer installed.
-Target (issue 11): top-20 for 10 000 users at 20 000 items in <= 3 s on 2 cores.
+Goal: top-20 for 10 000 users at 20 000 items in <= 3 s on 2 cores.
 
 Run: python experiments/benchmarks/bench_recommend.py [--quick]
 """
@@ -94,9 +93,7 @@ def main() -> None:
           f"{100 * (t_rec - t_score) / t_score:.0f} % of scoring)")
     print(f"  reference numpy     {t_ref:7.2f} s   recommend is {t_ref / t_rec:.2f}x faster; "
           f"same lists: {same}")
-    print("  target (issue 11): <= 3 s at 10 000 users x 20 000 items on 2 cores; the hand-written "
-          "reference took 6.9 s there; linrec's earlier top-20 lists were 35-103x faster than "
-          "LensKit's pipeline and 2.4x faster than Cornac's (issue 11; measured by "
+    print("  goal: <= 3 s at 10 000 users x 20 000 items on 2 cores (the peers' own top-k calls: "
           "bench_peers.py)")
     if not same:
         raise SystemExit("recommend and the reference disagree")

@@ -90,7 +90,7 @@ class _NumpyOps:
     def cholesky_solve(self, systems: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         """x (B, k) with systems[b] x[b] = rhs[b]; systems (B, k, k) SPD."""
         # batched LAPACK potrf (gufunc, C loop); numpy's float64 potrf is faster than its
-        # float32 one (measured 2.0 vs 3.9 ms at k = 256), so float32 systems are promoted
+        # float32 one (about twice at k = 256), so float32 systems are promoted
         try:
             chol = np.linalg.cholesky(systems.astype(np.float64, copy=False))
         except np.linalg.LinAlgError:
@@ -341,9 +341,8 @@ class IALS(_FactorModel):
         ops = _make_ops(self.backend, self.dtype, self.num_threads)
         user_blocks, item_blocks, user_reg, item_reg = self._training_blocks(pattern, ops)
 
-        # both sides drawn, users first, as linrec always has: the same seed gives the same fit
-        # as before the compiled kernels (to rounding). Drawing only the items would save
-        # ~40 ms at 50 000 x 64 but change every seeded result.
+        # both sides drawn, users first: a seed keeps giving the fit it always gave (drawing
+        # only the items would be a little cheaper but change every seeded result)
         rng = np.random.default_rng(self.seed)
         std = self.init_std / math.sqrt(self.factors)
         # rows without interactions have the exact solution 0 and are never visited

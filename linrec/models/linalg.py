@@ -12,47 +12,23 @@ triangular inverse n³/3, LᵀL n³/3) on one triangle, then mirrors it onto the
 
 Why two. OpenBLAS's threaded `?syrk` (which its threaded `?potrf` and `?lauum`, i.e. `?potri`,
 call on the trailing matrix) packs (output rows per thread) x GEMM_Q values into a fixed 32 MiB
-buffer without slicing, and writes past it once a matrix row has more than about
-32 MiB / (0.71 · 384) ≈ 124 KB with 2 threads. Measured on this machine type (OpenBLAS 0.3.30,
-SkylakeX, 2 threads, each call in a child process): segfaults for float64 `dpotrf` at n = 18 000
-and `dsyrk` at 20 000 (fine at 14 000), and float32 `ssyrk` at 41 000 (fine at 30 000; `spotrf`
-crashed from about 30 000). Past the buffer, memory is silently corrupted before anything
-segfaults. So the "lapack" path is allowed only while a row has at most LAPACK_SAFE_ROW_BYTES
-(32 KiB: n ≤ 4 096 in float64, 8 192 in float32, a quarter of the smallest overflow), whatever
-`large_n` asks; the recursive path calls `?syrk`, `?potrf`, `?trtri` and `?lauum` only on
-blocks of at most `block` rows (capped by the same limit, `recursive_block`), and puts
-everything else in `?gemm`, `?trsm` and `?trmm`, whose threaded drivers walk the output in
-slices of bounded width (`bench_ease.py --probe-openblas` reproduces the crash).
+buffer without slicing, and writes past it once a matrix row is long enough (about 124 KB with
+2 threads): past the buffer memory is silently corrupted, then the process segfaults
+(`bench_ease.py --probe-openblas` reproduces it). So the "lapack" path is allowed only while a
+row has at most LAPACK_SAFE_ROW_BYTES (32 KiB: n ≤ 4 096 in float64, 8 192 in float32, a quarter
+of the smallest overflow seen), whatever `large_n` asks; the recursive path calls `?syrk`,
+`?potrf`, `?trtri` and `?lauum` only on blocks of at most `block` rows (capped by the same
+limit, `recursive_block`), and puts everything else in `?gemm`, `?trsm` and `?trmm`, whose
+threaded drivers walk the output in slices of bounded width.
 
-Below that limit the choice is one of speed, measured (experiments/benchmarks/bench_ease.py
---calibrate: each path interleaved with a GEMM, ratio time / (n³ / GEMM rate), median of 3).
-One thread, CPU time (steady on a loaded machine), block 1024 vs lapack, float32 / float64:
-n = 1 000: 1.68 / 1.54 vs 1.77 / 1.55; 2 000: 1.33 / 1.23 vs 1.35 / 1.27; 4 096: 1.17 / 1.13
-vs 1.19 / 1.14; 8 192 float32: 1.11 vs 1.10; beyond the limit (12 000 float32, 8 192 float64):
-1.04 / 1.08; blocks of 128-512 within a few % of 1024, 128 best below 1 000. Two threads
-beside a busy core, every threaded call waits for a descheduled partner thread: both paths
-slow down 2-50x, the recursive path with 1024 blocks least (fewest calls; at 8 192 float32
-1.6 vs 2.7). Where "lapack" is safe the two paths are within 2 % of each other, so the rule is:
-"lapack" wherever it is safe, "recursive" beyond (LARGE_N_THRESHOLD = None: no size threshold
-of its own; `large_n` forces the recursive path in tests and benchmarks). "lapack" factors the
-upper triangle of the Fortran view, as linrec's first releases did, so a fit that took that path
-before the recursive one existed gives the same bits today; the recursive path rounds
-differently (a few ulps). DEFAULT_BLOCK = 1024. A fixed rule rather than a timing at first use
-keeps a fit reproducible to the last bit. Two quiet threads (wall time, median of 3), lapack
-vs recursive with 1024 blocks, float32 / float64: n = 500: 4.14 / 3.09 vs 3.09 / 2.55; 1 000:
-2.15 / 1.89 vs 2.01 / 1.80; 2 000: 1.51 / 1.39 vs 1.44 / 1.44; 3 000 float64: 1.24 vs 1.25;
-4 096: 1.36 / 1.36 vs 1.31 / 1.20; 8 192 float32: 1.21 vs 1.21; the best block per size is
-within 0.08 of 1024. So on two threads the recursive path is faster at n = 500 (by a fifth
-to a quarter, in a few ms), by 4-12 % from 1 000 to 4 096 except float64 at 2 000 and 3 000
-(0-4 % slower), and level at 8 192. The rule still keeps "lapack" where it is safe: those
-inverses take at most 3.3 s, and the fits that take them keep the bits they have had since
-the first releases. Re-measured at stop 19 on another VM of the type (AMD EPYC, OpenBLAS
-0.3.31 with its Haswell kernels; GEMM 241 / 118 GFLOP/s), after the final triangle copy was
-made TLB-friendly (`_symmetrize`): lapack vs recursive 1024, float32 / float64: 500: 3.09 /
-2.27 vs 2.41 / 1.99; 1 000: 1.64 / 1.53 vs 1.54 / 1.46; 2 000: 1.35 / 1.34 vs 1.26 / 1.28;
-3 000 float64: 1.25 vs 1.18; 4 096: 1.14 / 1.20 vs 1.12 / 1.14; 8 192 float32: 1.08 vs 1.09.
-The same picture (the recursive path up to a tenth faster below 4 096 items, in inverses of
-at most 0.8 s; level above), so the rule stands.
+Below that limit the two paths are close in speed (`bench_ease.py --calibrate` measures them
+against the GEMM rate; experiments/LOG.md keeps the dated figures), so the rule is fixed rather
+than timed at first use, which keeps a fit reproducible to the last bit: "lapack" wherever it is
+safe, "recursive" beyond (LARGE_N_THRESHOLD = None: no size threshold of its own; `large_n`
+forces the recursive path in tests and benchmarks). "lapack" factors the upper triangle of the
+Fortran view, so the fits that take it keep the bits they have always had; the recursive path
+rounds differently (a few ulps). DEFAULT_BLOCK = 1024: the fewest calls, within a few percent of
+the best block at every size measured.
 """
 
 from __future__ import annotations
@@ -165,15 +141,11 @@ def _symmetrize(A: np.ndarray, from_upper: bool, tile: int = 16) -> None:
     """Copy one triangle of the square array A onto the other, in place: the upper onto the
     lower (`from_upper`) or the lower onto the upper. Fast for C order: the destination is cut
     into strips of `tile` columns, each of whose rows gathers `tile` values from `tile` rows of
-    the source, each on its own page once a row is a few KB long; 16 pages stay within the TLB.
-    With strips of 256 the copy took 84-1 580 ms at n = 8 192 float32 after an inverse (the same
-    matrix; the spread is from one allocation to the next on this VM), with 16 37 ms every
-    time. Strips of rows instead of columns (the lapack path's Fortran view, until stop 19)
-    thrash the TLB the same way: 60-110 ms at n = 4 096 float32. The diagonal tiles are mirrored
-    last, all in one batched pass (a strided view of the tiles): one numpy call per strip
-    instead of five, 2.9 -> 1.9 ms at n = 2 000 float32 (0.087 -> 0.058 of the inverse's
-    roofline time) and 10.8 -> 8.1 ms at 4 096. Every value is copied, not recomputed: the
-    result is bit for bit the source triangle's."""
+    the source, each on its own page once a row is a few KB long; 16 pages stay within the TLB,
+    where wider strips (or strips of rows, as a Fortran view copies) thrash it and cost a large
+    share of the inverse. The diagonal tiles are mirrored last, all in one batched pass (a
+    strided view of the tiles) rather than one small copy per strip. Every value is copied,
+    not recomputed: the result is bit for bit the source triangle's."""
     n = A.shape[0]
     for start in range(0, n, tile):
         stop = min(n, start + tile)
