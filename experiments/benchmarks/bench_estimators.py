@@ -20,24 +20,18 @@ References:
 from __future__ import annotations
 
 import argparse
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import timed
+
 from linrec.eval import conditional
 from linrec.eval.estimators import estimate
 from linrec.eval.simulate import simulate_adaptive_ranks, simulate_sampled_ranks
-
-
-def timed(fn, repeats: int = 1):
-    """(best wall time in s, last result)."""
-    best, out = np.inf, None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, out
 
 
 def scipy_matrix(n_items: int, sample_size: int, ranks: np.ndarray | None = None) -> np.ndarray:

@@ -21,10 +21,15 @@ Run: python experiments/benchmarks/bench_eval.py [--quick]
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import make_evalset
 
 from linrec.data.splits import EvalSet
 from linrec.eval.exact import evaluate_exact
@@ -53,29 +58,6 @@ class ItemItemScorer:
         if self.kind == "dense":
             return np.asarray(foldin @ self.weights)
         return np.asarray(foldin @ self.weights) @ self.weights.T
-
-
-def make_evalset(n_users: int, n_items: int, seed: int) -> EvalSet:
-    """ML-20M-like users: activity ~ lognormal (median 40), popularity ~ Zipf(0.8); 80/20 split."""
-    rng = np.random.default_rng(seed)
-    popularity = 1.0 / np.arange(1, n_items + 1) ** 0.8
-    popularity /= popularity.sum()
-    activity = np.clip(rng.lognormal(np.log(40), 1.0, n_users).astype(int), 5, n_items // 4)
-    foldin_rows, targets_rows = [], []
-    for u, size in enumerate(activity):  # data generation, not timed
-        items = rng.choice(n_items, size=size, replace=False, p=popularity)
-        n_targets = max(1, int(round(0.2 * size)))
-        targets_rows.append((np.full(n_targets, u), items[:n_targets]))
-        foldin_rows.append((np.full(size - n_targets, u), items[n_targets:]))
-
-    def csr(parts):
-        rows = np.concatenate([p[0] for p in parts])
-        cols = np.concatenate([p[1] for p in parts])
-        return sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)),
-                             shape=(n_users, n_items))
-
-    return EvalSet(users=np.arange(n_users, dtype=np.int64), foldin=csr(foldin_rows),
-                   targets=csr(targets_rows))
 
 
 def reference_user(scores_row: np.ndarray, foldin_items: np.ndarray, target_items: np.ndarray,

@@ -57,7 +57,7 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_lrr_grid import synthetic_interactions  # noqa: E402  (sibling benchmark script)
+from _common import lognormal_interactions
 
 from linrec.hardware import blas_threads  # noqa: E402
 from linrec.models.als import IALS  # noqa: E402
@@ -117,7 +117,7 @@ def child(args: argparse.Namespace) -> None:
     """The process of `fresh_fit`: build the data (and start numba, if asked), then time
     import + fit; prints seconds."""
     library, factors, solver, alpha, start = args.child
-    train = synthetic_interactions(args.users, args.items,
+    train = lognormal_interactions(args.users, args.items,
                                    1.04 * args.interactions / args.users, seed=0)
     if start == "numba":  # as the evaluation of a linrec run does: any compiled kernel will do
         from linrec.models._sparse_dense import sparse_dense_product
@@ -211,7 +211,7 @@ def main() -> None:
         args.factors, args.epochs, args.rounds = [32], 3, 2
 
     # draws collide on popular items; ask for ~4% more to land near the requested count
-    train = synthetic_interactions(args.users, args.items,
+    train = lognormal_interactions(args.users, args.items,
                                    1.04 * args.interactions / args.users, seed=0)
     print(f"matrix {train.shape[0]} x {train.shape[1]}, {train.nnz} interactions, "
           f"{args.threads} threads, float32, linrec alpha0={ALPHA0} nu={NU}, "

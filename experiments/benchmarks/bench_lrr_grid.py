@@ -12,14 +12,18 @@ Usage: python experiments/benchmarks/bench_lrr_grid.py [--quick]
 from __future__ import annotations
 
 import argparse
-import resource
+import sys
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_info, threadpool_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import lognormal_interactions, peak_rss_gib, timed
 
 from linrec.models.spectral import (
     LRR,
@@ -30,22 +34,6 @@ from linrec.models.spectral import (
 )
 
 TOP_K = 100
-
-
-def synthetic_interactions(n_users: int, n_items: int, mean_items: float, seed: int,
-                           popularity_exponent: float = 0.8) -> sp.csr_matrix:
-    """Binary CSR (n_users x n_items) with log-normal user activity (mean `mean_items`) and
-    Zipf-like item popularity, like MovieLens/Netflix (density = mean_items / n_items)."""
-    rng = np.random.default_rng(seed)
-    activity = rng.lognormal(mean=0.0, sigma=0.8, size=n_users)
-    counts = np.maximum(1, np.round(activity / activity.mean() * mean_items)).astype(np.int64)
-    popularity = (np.arange(n_items) + 10.0) ** -popularity_exponent
-    items = rng.choice(n_items, size=int(counts.sum()), p=popularity / popularity.sum())
-    users = np.repeat(np.arange(n_users), counts)
-    matrix = sp.csr_matrix((np.ones(items.size, np.float32), (users, items)),
-                           shape=(n_users, n_items))
-    matrix.data[:] = 1.0  # duplicates summed by the constructor -> binary
-    return matrix
 
 
 def split_foldin(matrix: sp.csr_matrix, seed: int,
@@ -79,16 +67,10 @@ def evaluation_pass(score: Callable[[sp.csr_matrix], np.ndarray], foldin: sp.csr
 
 
 def make_data(n_items: int, n_train: int, n_eval: int, mean_items: float, seed: int):
-    everything = synthetic_interactions(n_train + n_eval, n_items, mean_items, seed)
+    everything = lognormal_interactions(n_train + n_eval, n_items, mean_items, seed)
     train = everything[:n_train]
     foldin, targets = split_foldin(everything[n_train:], seed + 1)
     return train, foldin, targets
-
-
-def timed(fn: Callable[[], object]) -> tuple[float, object]:
-    start = time.perf_counter()
-    value = fn()
-    return time.perf_counter() - start, value
 
 
 def reuse_grid(train, foldin, targets, ranks, lams, batch_size) -> tuple[float, dict, float]:
@@ -117,10 +99,6 @@ def naive_grid(train, foldin, targets, ranks, lams, batch_size) -> tuple[float, 
                     lambda batch, w=weights: np.asarray(batch @ w), foldin, targets, batch_size)
         return results
     return timed(run)
-
-
-def peak_rss_gib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def main() -> None:

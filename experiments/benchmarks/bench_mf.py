@@ -23,12 +23,16 @@ the shared target is shown for both optimizers.
 from __future__ import annotations
 
 import argparse
-import resource
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import peak_rss_gib
 
 from linrec.data.splits import EvalSet
 from linrec.eval.exact import evaluate_exact
@@ -71,10 +75,6 @@ def reference_step(users_t, items_t, batch, n_negatives, generator, optimizer,
     loss.backward()
     torch.nn.utils.clip_grad_norm_([users_t, items_t], 10.0)
     optimizer.step()
-
-
-def peak_rss_gib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def main() -> None:

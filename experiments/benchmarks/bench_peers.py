@@ -44,8 +44,12 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_ease import _current_rss_bytes, _peak_rss_bytes, _reset_peak_rss  # noqa: E402
-from bench_eval import make_evalset  # noqa: E402
+from _common import (
+    current_rss_bytes,
+    make_evalset,
+    peak_rss_bytes,
+    reset_peak_rss,
+)
 
 LAM = 500.0
 RUNS = [("linrec", "float32"), ("linrec", "float64"), ("lenskit", "float32"),
@@ -111,11 +115,11 @@ def child(args: argparse.Namespace) -> None:
     steps = {"linrec": run_linrec, "lenskit": run_lenskit, "cornac": run_cornac}[library](
         X, dtype, args.rec_users, args.k)
     fit = next(steps)
-    before, reset = _current_rss_bytes(), _reset_peak_rss()
+    before, reset = current_rss_bytes(), reset_peak_rss()
     t0 = time.perf_counter()
     fit()
     fit_seconds = time.perf_counter() - t0
-    extra = _peak_rss_bytes() - before if reset else float("nan")
+    extra = peak_rss_bytes() - before if reset else float("nan")
     recommend, rec_seconds = next(steps), []
     for _ in range(2):  # the first call pays one-off imports (torch, numba) and warm-up
         t0 = time.perf_counter()

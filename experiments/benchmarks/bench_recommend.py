@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_eval import make_evalset  # noqa: E402
+from _common import make_evalset
 
 from linrec.hardware import batch_size_for  # noqa: E402
 from linrec.models import EASE  # noqa: E402
