@@ -14,12 +14,12 @@ Why two. OpenBLAS's threaded `?syrk` (which its threaded `?potrf` and `?lauum`, 
 call on the trailing matrix) packs (output rows per thread) x GEMM_Q values into a fixed 32 MiB
 buffer without slicing, and writes past it once a matrix row is long enough (about 124 KB with
 2 threads): past the buffer memory is silently corrupted, then the process segfaults
-(experiments/benchmarks/bench_openblas_probe.py reproduces it). So the "lapack" path is allowed only while a
-row has at most LAPACK_SAFE_ROW_BYTES (32 KiB: n ≤ 4 096 in float64, 8 192 in float32, a quarter
-of the smallest overflow seen), whatever `large_n` asks; the recursive path calls `?syrk`,
-`?potrf`, `?trtri` and `?lauum` only on blocks of at most `block` rows (capped by the same
-limit, `recursive_block`), and puts everything else in `?gemm`, `?trsm` and `?trmm`, whose
-threaded drivers walk the output in slices of bounded width.
+(experiments/benchmarks/bench_openblas_probe.py reproduces it). So the "lapack" path is allowed
+only while a row has at most LAPACK_SAFE_ROW_BYTES (32 KiB: n ≤ 4 096 in float64, 8 192 in
+float32, a quarter of the smallest overflow seen), whatever `large_n` asks; the recursive path
+calls `?syrk`, `?potrf`, `?trtri` and `?lauum` only on blocks of at most `block` rows (capped by
+the same limit, `recursive_block`), and puts everything else in `?gemm`, `?trsm` and `?trmm`,
+whose threaded drivers walk the output in slices of bounded width.
 
 Below that limit the two paths are close in speed (`bench_inverse.py --calibrate` measures them
 against the GEMM rate; experiments/LOG.md keeps the dated figures), so the rule is fixed rather
