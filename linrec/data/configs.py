@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from linrec.errors import ConfigError
 from linrec.params import Params, chosen_config, param
+from linrec.registry import Registry
 
 # --- sources ----------------------------------------------------------------------------------
 
@@ -142,11 +143,9 @@ class TabularSource(SourceConfig):
         return Path(self.path).stem if self.path else self.name
 
 
-SOURCE_CONFIGS: dict[str, type[SourceConfig]] = {
-    cls.__dataclass_fields__["name"].default: cls
-    for cls in (SyntheticSource, MovieLensSource, NetflixSource, MSDSource, LightGCNSource,
-                NCFSource, TabularSource)
-}
+SOURCE_CONFIGS: Registry[type[SourceConfig]] = Registry.of_configs("data.source.name", (
+    SyntheticSource, MovieLensSource, NetflixSource, MSDSource, LightGCNSource, NCFSource,
+    TabularSource))
 
 
 # --- split protocols --------------------------------------------------------------------------
@@ -221,10 +220,8 @@ class PredefinedSplit(SplitConfig):
     test_foldin_includes_valid: bool = True
 
 
-SPLIT_CONFIGS: dict[str, type[SplitConfig]] = {
-    cls.__dataclass_fields__["kind"].default: cls
-    for cls in (HoldoutSplit, LeaveOneOutSplit, StrongSplit, PredefinedSplit)
-}
+SPLIT_CONFIGS: Registry[type[SplitConfig]] = Registry.of_configs(
+    "data.split.kind", (HoldoutSplit, LeaveOneOutSplit, StrongSplit, PredefinedSplit), key="kind")
 
 
 # --- filters and the data block ---------------------------------------------------------------

@@ -22,7 +22,7 @@ from linrec.data.splits import EvalSet
 from linrec.errors import ConfigError
 from linrec.eval._checks import check_sample_size
 from linrec.eval.configs import SampledConfig
-from linrec.eval.estimators import ADAPTIVE_ESTIMATORS, estimate, estimate_repeats
+from linrec.eval.estimators import ESTIMATORS, estimate, estimate_repeats
 from linrec.eval.expected import global_rank_distribution
 from linrec.eval.metrics import curve
 from linrec.eval.negatives import canonical_targets
@@ -36,9 +36,6 @@ from linrec.eval.simulate import (
     simulate_sampled_ranks,
 )
 from linrec.hardware import blas_threads, thread_limit
-
-#: estimators whose prior is the MLE / MES of the same sampled ranks (per-run prior)
-PRIOR_VARIANTS = ("bv_mle", "mn_mle", "bv_mes", "mn_mes")
 
 
 def canonical_order(table: RankTable, evalset: EvalSet) -> np.ndarray:
@@ -65,21 +62,26 @@ def sampling_scheme(replace: bool) -> str:
 def estimate_sharing_priors(name: str, ranks: np.ndarray, n_items: int, sample_size,
                              priors: dict[str, np.ndarray], scheme: str = "binomial"
                              ) -> np.ndarray:
-    """p_hat of estimator `name`; the MLE/MES of the same sample is computed once and reused both
-    as the `mle`/`mes` estimate and as the prior of bv_mle, mn_mle, bv_mes, mn_mes (identical to
-    their own per-run prior, spec §7). scheme: `sampling_scheme(replace)` of the sample."""
-    base, _, prior_name = name.partition("_")
+    """p_hat of estimator `name` on one sample. `priors` holds the estimates of this sample
+    that other estimators take as their prior (`EstimatorSpec.prior_from`): each is computed
+    once, and is both that estimator's own estimate and the others' prior (identical to their
+    own per-run prior, spec §7). scheme: `sampling_scheme(replace)` of the sample."""
+    spec = ESTIMATORS.entry(name)
     common = {"n_items": n_items, "sample_size": sample_size, "scheme": scheme}
     if name in priors:  # already estimated for this sample (e.g. the batched MLE)
         return priors[name]
-    if name in PRIOR_VARIANTS:
-        if prior_name not in priors:
-            priors[prior_name] = estimate(prior_name, ranks, **common).p_hat
-        return estimate(base, ranks, **common, prior=priors[prior_name]).p_hat
+    if spec.prior_from is not None:
+        if spec.prior_from not in priors:
+            priors[spec.prior_from] = estimate(spec.prior_from, ranks, **common).p_hat
+        return estimate(spec.base, ranks, **common, prior=priors[spec.prior_from]).p_hat
     p_hat = estimate(name, ranks, **common).p_hat
-    if name in ("mle", "mes"):
+    if name in _PRIOR_SOURCES:
         priors[name] = p_hat
     return p_hat
+
+
+#: estimators whose estimate of a sample is another's prior
+_PRIOR_SOURCES = frozenset(s.prior_from for s in ESTIMATORS.values() if s.prior_from)
 
 
 def estimate_samples(names, samples, *, n_items: int, scheme: str = "binomial"
@@ -87,26 +89,29 @@ def estimate_samples(names, samples, *, n_items: int, scheme: str = "binomial"
     """p_hat of every estimator in `names` for every sample [(sampled ranks, sample size)]
     (e.g. the repeats of a run), and the seconds spent per estimator.
 
-    The MLE of all samples runs as one batched EM (`estimate_repeats`) and is shared as the prior
-    of bv_mle / mn_mle; adaptive_mle (samples of per-target sizes) is batched too; the other
-    estimators run per sample, samples in parallel with single-threaded BLAS (the outer limit also
-    keeps the estimators' own nested limits from leaking). Every p_hat equals a one-sample
-    `estimate` call (to rounding)."""
+    Batched estimators run as one EM over all samples (`estimate_repeats`): those of per-target
+    sizes on their own, and a batched prior source (the MLE) once for every estimator that needs
+    it, its estimates shared as the others' prior; the other estimators run per sample, samples
+    in parallel with single-threaded BLAS (the outer limit also keeps the estimators' own nested
+    limits from leaking). Every p_hat equals a one-sample `estimate` call (to rounding)."""
+    specs = {name: ESTIMATORS.entry(name) for name in names}
     seconds = dict.fromkeys(names, 0.0)
     p_hats: dict[str, list[np.ndarray]] = {name: [] for name in names}
     priors: list[dict[str, np.ndarray]] = [{} for _ in samples]
-    for name in (n for n in names if n in ADAPTIVE_ESTIMATORS):
+    for name in (n for n, spec in specs.items() if spec.per_target_sizes):
         t0 = time.perf_counter()
         p_hats[name] = estimate_repeats(name, samples, n_items=n_items, scheme=scheme)
         seconds[name] += time.perf_counter() - t0
-    users_of_mle = [n for n in names if n == "mle" or n in ("bv_mle", "mn_mle")]
-    if users_of_mle and samples:
+    for source in sorted(_PRIOR_SOURCES):
+        users = [n for n, spec in specs.items() if source in (n, spec.prior_from)]
+        if not (users and samples and ESTIMATORS[source].batched):
+            continue
         t0 = time.perf_counter()
-        hats = estimate_repeats("mle", samples, n_items=n_items, scheme=scheme)
+        hats = estimate_repeats(source, samples, n_items=n_items, scheme=scheme)
         for prior, p_hat in zip(priors, hats, strict=True):
-            prior["mle"] = p_hat
-        seconds[users_of_mle[0]] += time.perf_counter() - t0
-    per_sample = [n for n in names if n not in ADAPTIVE_ESTIMATORS]
+            prior[source] = p_hat
+        seconds[users[0]] += time.perf_counter() - t0
+    per_sample = [n for n, spec in specs.items() if not spec.per_target_sizes]
 
     def one_sample(task) -> dict[str, tuple[np.ndarray, float]]:
         (ranks, size), prior = task

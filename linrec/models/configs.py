@@ -22,6 +22,7 @@ from linrec.errors import ConfigError
 from linrec.models.positive_prior import PositivePriorConfig
 from linrec.models.samplers import SamplingConfig
 from linrec.params import FLOAT_DTYPES, Params, chosen_config, param
+from linrec.registry import Registry
 
 SOLVERS = ("cholesky", "cg")
 BACKENDS = ("torch", "numpy", "numba")
@@ -450,10 +451,8 @@ def _default_loss() -> Any:
 
 
 #: every model config, by registry name
-MODEL_CONFIGS: dict[str, type[ModelConfig]] = {
-    cls.__dataclass_fields__["name"].default: cls
-    for cls in (EASEConfig, DLAEConfig, EDLAEConfig, LowRankEDLAEConfig, DebiasedEASEConfig,
-                MostPopularConfig, ItemKNNConfig, SLIMConfig, LRRConfig, PureSVDConfig,
-                ClosedFormMFConfig, RidgeConfig, IALSConfig, DebiasedIALSConfig, WMFConfig,
-                LearnedLambdaConfig, NearbyHTConfig, NearbySparseConfig, MFConfig)
-}
+MODEL_CONFIGS: Registry[type[ModelConfig]] = Registry.of_configs("model.name", (
+    EASEConfig, DLAEConfig, EDLAEConfig, LowRankEDLAEConfig, DebiasedEASEConfig,
+    MostPopularConfig, ItemKNNConfig, SLIMConfig, LRRConfig, PureSVDConfig, ClosedFormMFConfig,
+    RidgeConfig, IALSConfig, DebiasedIALSConfig, WMFConfig, LearnedLambdaConfig, NearbyHTConfig,
+    NearbySparseConfig, MFConfig))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from linrec.errors import ConfigError
 from linrec.params import Params, chosen_config, param
+from linrec.registry import Registry
 
 if TYPE_CHECKING:
     import torch
@@ -320,12 +321,10 @@ class DebiasedCCLLoss(CCLLoss):
 
 
 #: every loss config, by name (`loss=<name>`)
-LOSS_CONFIGS: dict[str, type[LossConfig]] = {
-    cls.__dataclass_fields__["name"].default: cls
-    for cls in (SoftmaxLoss, SampledSoftmaxLoss, InfoNCELoss, DebiasedInfoNCELoss, MINELoss,
-                MINEPlusLoss, InfoNCEPlusLoss, BPRLoss, LinearPairwiseLoss, MSELoss,
-                DebiasedMSELoss, CCLLoss, DebiasedCCLLoss)
-}
+LOSS_CONFIGS: Registry[type[LossConfig]] = Registry.of_configs("loss.name", (
+    SoftmaxLoss, SampledSoftmaxLoss, InfoNCELoss, DebiasedInfoNCELoss, MINELoss, MINEPlusLoss,
+    InfoNCEPlusLoss, BPRLoss, LinearPairwiseLoss, MSELoss, DebiasedMSELoss, CCLLoss,
+    DebiasedCCLLoss))
 
 
 def loss_config(name: str, **params) -> LossConfig:

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,6 +11,7 @@ from linrec.errors import ConfigError
 from linrec.models.base import Recommender
 from linrec.models.configs import MODEL_CONFIGS, ModelConfig
 from linrec.params import chosen_config
+from linrec.registry import load
 
 #: every model name
 MODELS: tuple[str, ...] = tuple(MODEL_CONFIGS)
@@ -24,12 +24,9 @@ def model_config(name: str, **params: Any) -> ModelConfig:
 
 def model_class(name: str) -> type[Recommender]:
     """The class registered under `name` (ConfigError listing the known names otherwise)."""
-    if name not in MODEL_CONFIGS:
-        raise ConfigError(f"model.name={name!r} is unknown; known models: "
-                          f"{', '.join(sorted(MODEL_CONFIGS))}")
-    module_name, cls_name = MODEL_CONFIGS[name].model_path.split(":")
+    config = MODEL_CONFIGS.entry(name)
     try:
-        return getattr(importlib.import_module(module_name), cls_name)
+        return load(config.model_path)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"model.name={name!r} is not available in this build: {exc}") from exc
 

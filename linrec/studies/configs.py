@@ -8,6 +8,7 @@ from typing import Any
 
 from linrec.errors import ConfigError
 from linrec.params import Params, param
+from linrec.registry import Registry
 
 #: kinds of the mapping functions a sampling study tabulates ("beta@<a>" takes a number)
 MAPPING_KINDS = ("linear", "bound", "beta", "beta_p")
@@ -140,7 +141,5 @@ class LossStudyConfig(StudyConfig):
                                   f"{sorted(self.models)}")
 
 
-STUDY_CONFIGS: dict[str, type[StudyConfig]] = {
-    cls.__dataclass_fields__["name"].default: cls
-    for cls in (SamplingStudyConfig, LinearModelsStudyConfig, LossStudyConfig)
-}
+STUDY_CONFIGS: Registry[type[StudyConfig]] = Registry.of_configs(
+    "study.name", (SamplingStudyConfig, LinearModelsStudyConfig, LossStudyConfig))

@@ -5,27 +5,22 @@ plain run imports no study module.
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from linrec.errors import ConfigError
+from linrec.registry import Registry, load
 
 if TYPE_CHECKING:
     from linrec.config import RunConfig
 
 #: study name -> "module:function" of its runner
-STUDIES = {
+STUDIES: Registry[str] = Registry("study.name", {
     "sampling_study": "linrec.studies.sampling_study:run",
     "linear_models": "linrec.studies.linear_models:run",
     "loss_study": "linrec.studies.loss_study:run",
-}
+})
 
 
 def run_study(config: RunConfig, run_dir: Path) -> float | None:
     """Run the study named by config.study.name into run_dir; returns its selection value."""
-    name = config.study.name
-    if name not in STUDIES:
-        raise ConfigError(f"study.name={name!r} is unknown; allowed: {sorted(STUDIES)}")
-    module, func = STUDIES[name].split(":")
-    return getattr(importlib.import_module(module), func)(config, run_dir)
+    return load(STUDIES.entry(config.study.name))(config, run_dir)

@@ -11,6 +11,7 @@ import pytest
 
 import linrec.studies
 from linrec.errors import ConfigError
+from linrec.registry import Registry
 from linrec.studies import registry
 from linrec.studies.configs import STUDY_CONFIGS
 
@@ -29,7 +30,7 @@ def test_run_study_calls_the_named_runner_with_config_and_directory(monkeypatch,
     fake = types.ModuleType("fake_study")
     fake.run = lambda config, run_dir: calls.append((config, run_dir)) or 0.25
     monkeypatch.setitem(sys.modules, "fake_study", fake)
-    monkeypatch.setitem(registry.STUDIES, "fake", "fake_study:run")
+    monkeypatch.setattr(registry, "STUDIES", Registry("study.name", {"fake": "fake_study:run"}))
     config = types.SimpleNamespace(study=types.SimpleNamespace(name="fake"))
     assert registry.run_study(config, Path(tmp_path)) == 0.25
     assert calls == [(config, Path(tmp_path))]

@@ -7,13 +7,13 @@ modules are imported lazily so that the default synthetic data does not import p
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
 from linrec.data.configs import SOURCE_CONFIGS, SourceConfig
 from linrec.data.interactions import Interactions, PredefinedSplitData
 from linrec.errors import ConfigError
+from linrec.registry import load
 
 #: every source name (`data.source.name`)
 SOURCES: tuple[str, ...] = tuple(SOURCE_CONFIGS)
@@ -21,16 +21,12 @@ SOURCES: tuple[str, ...] = tuple(SOURCE_CONFIGS)
 
 def source_config(name: str, **params: Any) -> SourceConfig:
     """The checked config of source `name` (ConfigError naming an unknown source or field)."""
-    if name not in SOURCE_CONFIGS:
-        raise ConfigError(
-            f"data.source.name={name!r} is unknown; known sources: {', '.join(sorted(SOURCES))}")
-    return SOURCE_CONFIGS[name].from_mapping({**params, "name": name})
+    return SOURCE_CONFIGS.entry(name).from_mapping({**params, "name": name})
 
 
 def source_loader(config: SourceConfig) -> Callable[..., Interactions | PredefinedSplitData]:
     """The `load` function of a source config."""
-    module_name, function_name = config.loader.split(":")
-    return getattr(importlib.import_module(module_name), function_name)
+    return load(config.loader)
 
 
 def load_source(config: SourceConfig | str, **params: Any) -> Interactions | PredefinedSplitData:

@@ -7,13 +7,13 @@ them by name."""
 from linrec.eval.estimators.priors import pooled_prior
 from linrec.eval.estimators.registry import (
     ADAPTIVE_ESTIMATORS,
-    BATCHED,
     ESTIMATORS,
     FIXED_SIZE_ESTIMATORS,
+    EstimatorSpec,
     estimate,
     estimate_repeats,
 )
 from linrec.eval.estimators.result import EstimateResult
 
-__all__ = ["ADAPTIVE_ESTIMATORS", "BATCHED", "ESTIMATORS", "FIXED_SIZE_ESTIMATORS",
-           "EstimateResult", "estimate", "estimate_repeats", "pooled_prior"]
+__all__ = ["ADAPTIVE_ESTIMATORS", "ESTIMATORS", "FIXED_SIZE_ESTIMATORS", "EstimateResult",
+           "EstimatorSpec", "estimate", "estimate_repeats", "pooled_prior"]

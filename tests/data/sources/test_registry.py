@@ -25,7 +25,8 @@ def test_registry_lists_every_reader():
 
 
 def test_unknown_source_names_the_allowed_ones():
-    with pytest.raises(ConfigError, match="known sources: lightgcn, movielens"):
+    with pytest.raises(ConfigError, match=r"data.source.name='movielenz' is unknown; allowed: "
+                                          r"\[.*'lightgcn', 'movielens'"):
         load_source("movielenz")
 
 

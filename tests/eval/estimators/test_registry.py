@@ -16,7 +16,7 @@ from tests.eval.estimators.conftest import draw
 @pytest.mark.parametrize(
     "name,kwargs,match",
     [
-        ("nope", {}, "unknown estimator 'nope'; choose one of"),
+        ("nope", {}, r"estimator='nope' is unknown; allowed: \['adaptive_mle', 'bv'"),
         ("bv", {"gamma": 0.0}, r"gamma=0.0 is out of range; allowed: a number > 0 and <= 1"),
         ("bv", {"gamma": 1.5}, r"gamma=1.5 is out of range; allowed: a number > 0 and <= 1"),
         ("bv", {"gama": 0.1}, r"no parameter\(s\) \['gama'\]"),
