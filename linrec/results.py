@@ -267,34 +267,6 @@ def find_studies(dirs: Iterable[str | Path]) -> list[Path]:
     return sorted(p for d in map(Path, dirs) if d.is_dir() for p in d.rglob(STUDY_FILE))
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.4f}" if abs(value) < 1e4 else f"{value:.4g}"
-    return str(value)
-
-
-def to_markdown(columns: list[str], rows: list[dict[str, Any]]) -> str:
-    """A GitHub-style Markdown table."""
-    head = "| " + " | ".join(columns) + " |"
-    sep = "|" + "|".join("---" for _ in columns) + "|"
-    body = ["| " + " | ".join(_fmt(r.get(c)) for c in columns) + " |" for r in rows]
-    return "\n".join([head, sep, *body]) + "\n"
-
-
-def to_csv(columns: list[str], rows: list[dict[str, Any]]) -> str:
-    import csv
-    import io
-
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in columns})
-    return buf.getvalue()
-
-
 def _metric_grid(
     exact: Mapping[str, Any],
 ) -> tuple[list[str], list[int], dict[tuple[str, int], Any]]:

@@ -16,6 +16,7 @@ from linrec.results import (
     source_revision,
     write_json_atomic,
 )
+from linrec.studies.common import write_table
 
 
 def test_provenance_names_linrec_its_commit_and_the_libraries():
@@ -87,7 +88,7 @@ def test_collect_reads_the_runs_of_a_study_and_the_report_its_tables(tmp_path):
             "splits": {"valid": {"exact": {"ndcg@100": value}}},
             "study": {"name": "linear_models", "label": "ease", "point": {"lam": value * 10}}})
     (study / "tables").mkdir()
-    (study / "tables" / "main.md").write_text("### main\n\n| model |\n|---|\n| ease |\n")
+    write_table(study / "tables", "main", ["model"], [{"model": "ease"}], title="main")
     write_json_atomic(study / "study.json", {"study": {"name": "linear_models"},
                                              "tables": ["tables/main.md"]})
     from linrec.report.runs import read_runs

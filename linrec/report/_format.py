@@ -19,13 +19,23 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "data"
 
 
-def fmt_value(value: Any) -> str:
-    """A setting as printed in a table: floats in 6 significant digits, NaN and None empty."""
+def format_number(value: Any, digits: int = 4, setting: bool = False) -> str:
+    """A cell as every table prints it: None and NaN empty; a metric's float in `digits`
+    decimals (`digits` significant digits from 1e4 on, where decimals would only pad); a
+    setting's float (`setting`: λ, a learning rate) in 6 significant digits; anything else as
+    it is."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, float):
-        return f"{value:.6g}"
+        if setting:
+            return f"{value:.6g}"
+        return f"{value:.{digits}f}" if abs(value) < 1e4 else f"{value:.{digits}g}"
     return str(value)
+
+
+def fmt_value(value: Any) -> str:
+    """A setting as printed in a table (`format_number(value, setting=True)`)."""
+    return format_number(value, setting=True)
 
 
 def relative_run(run: str, dirs: Sequence[Path]) -> str:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from linrec.report._format import format_number
+
 
 @dataclass(frozen=True)
 class Num:
@@ -28,24 +30,53 @@ class Num:
     digits: int = 4
 
     def text(self) -> str:
-        if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)):
-            return ""
-        return f"{self.value:.{self.digits}f}"
+        return format_number(None if self.value is None else float(self.value), self.digits)
 
     def std_text(self) -> str:
-        if self.std is None or math.isnan(self.std):
-            return ""
-        return f"{self.std:.{self.digits}f}"
+        return format_number(None if self.std is None else float(self.std), self.digits)
 
 
 @dataclass
 class Table:
-    """A titled table; `notes` are printed under it (legend, protocol, problems)."""
+    """A titled table; `notes` are printed under it (legend, protocol, problems). Cells are
+    text, numbers (printed by `format_number`) or `Num`. A table is stored as data
+    (`to_json`, `from_json`): a study writes its tables so, and the report reads them back as
+    they were built."""
 
     title: str
     columns: list[str]
     rows: list[list[Any]]
     notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        def cell(value: Any) -> Any:
+            if isinstance(value, Num):
+                return {"num": {k: getattr(value, k) for k in
+                                ("value", "std", "bold", "marks", "digits")}}
+            if isinstance(value, float) and not math.isfinite(value):
+                return {"float": str(value)}  # JSON has no NaN or infinity
+            return value.item() if hasattr(value, "item") else value
+
+        return {"title": self.title, "columns": list(self.columns),
+                "rows": [[cell(c) for c in row] for row in self.rows], "notes": self.notes}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Table:
+        def cell(value: Any) -> Any:
+            if isinstance(value, dict) and "num" in value:
+                return Num(**value["num"])
+            if isinstance(value, dict) and "float" in value:
+                return float(value["float"])
+            return value
+
+        return cls(data["title"], list(data["columns"]),
+                   [[cell(c) for c in row] for row in data["rows"]], list(data.get("notes", [])))
+
+
+def cell_text(cell: Any) -> str:
+    """A plain cell's text (None empty, numbers by `format_number`)."""
+    return format_number(cell) if isinstance(cell, (int, float)) and not isinstance(cell, bool) \
+        else ("" if cell is None else str(cell))
 
 
 def _cell_md(cell: Any) -> str:
@@ -56,7 +87,7 @@ def _cell_md(cell: Any) -> str:
         text = f"**{text}**" if cell.bold else text
         std = cell.std_text()
         return text + (f" ± {std}" if std else "") + cell.marks.replace("*", "\\*")
-    return "" if cell is None else str(cell).replace("|", "\\|")
+    return cell_text(cell).replace("|", "\\|")
 
 
 def markdown(table: Table) -> str:
@@ -87,7 +118,7 @@ def _cell_tex(cell: Any) -> str:
         std = cell.std_text()
         marks = cell.marks.replace("†", r"\dagger")
         return text + (rf" $\pm$ {std}" if std else "") + (f"$^{{{marks}}}$" if marks else "")
-    return "" if cell is None else latex_escape(cell)
+    return latex_escape(cell_text(cell))
 
 
 def latex(table: Table) -> str:
@@ -139,7 +170,7 @@ def _cell_html(cell: Any) -> str:
         std = cell.std_text()
         return text + (f" ± {std}" if std else "") + (f"<sup>{html.escape(cell.marks)}</sup>"
                                                       if cell.marks else "")
-    return "" if cell is None else html.escape(str(cell))
+    return html.escape(cell_text(cell))
 
 
 def html_table(table: Table) -> str:

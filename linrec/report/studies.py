@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from linrec.atomic import write_bytes_atomic
 from linrec.report._format import relative_run, slug
-from linrec.report.render import Table
+from linrec.report.render import Table, markdown
 
 #: under each study's heading: its tables are the study's own, on the split each title names
 SPLIT_NOTE = ("The study's own tables: each title names the split it shows; `--split` does not "
@@ -30,35 +31,25 @@ class StudyTables:
     figures: list[Path]  # copies in the report's figures directory (PNG and PDF)
 
 
-def cell_text(text: str) -> str:
-    """A CSV cell of a study table as its Markdown shows it (linrec.results.to_markdown):
-    floats in 4 decimals (4 significant digits from 1e4 on), everything else as written."""
-    try:
-        int(text)
-        return text
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
-        return text
-    return f"{value:.4f}" if abs(value) < 1e4 else f"{value:.4g}"
+def _number(text: str) -> int | float | str:
+    """A CSV cell back as the number it was written as (text stays text)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
 
 
 def study_table(md_path: Path) -> Table:
-    """The Table of a study's <stem>.md (its `### ` title) and <stem>.csv (its cells; without
-    a CSV, the cells of the Markdown table)."""
-    lines = md_path.read_text().splitlines()
-    title = lines[0].removeprefix("### ").strip() if lines and lines[0].startswith("### ") \
-        else md_path.stem
-    csv_path = md_path.with_suffix(".csv")
-    if csv_path.is_file():
-        rows = list(csv.reader(io.StringIO(csv_path.read_text())))
-        rows[1:] = [[cell_text(c) for c in row] for row in rows[1:]]  # the header as written
-    else:
-        rows = [[c.strip() for c in line.strip().strip("|").split("|")]
-                for line in lines if line.startswith("|") and not line.startswith("|---")]
-    return Table(title, rows[0] if rows else [], rows[1:])
+    """The table a study wrote beside <stem>.md: <stem>.json, the table as it was built; for a
+    study written without one (older linrec), its <stem>.csv, titled by the stem."""
+    json_path = md_path.with_suffix(".json")
+    if json_path.is_file():
+        return Table.from_json(json.loads(json_path.read_text()))
+    rows = list(csv.reader(io.StringIO(md_path.with_suffix(".csv").read_text())))
+    return Table(md_path.stem, rows[0] if rows else [],
+                 [[_number(c) if c else None for c in row] for row in rows[1:]])
 
 
 def read_studies(dirs: Sequence[Path], figures_dir: Path | None) -> list[StudyTables]:
@@ -74,8 +65,8 @@ def read_studies(dirs: Sequence[Path], figures_dir: Path | None) -> list[StudyTa
         md = f"## Study {name} ({directory})\n\n{SPLIT_NOTE}\n"
         tables = []
         for table in index.get("tables", []):
-            md += "\n" + (directory / table).read_text()
             tables.append(study_table(directory / table))
+            md += "\n" + markdown(tables[-1])
         figures: list[Path] = []
         if figures_dir is not None:
             where = relative_run(str(directory), dirs)

@@ -14,8 +14,6 @@ from linrec.results import (
     STUDY_FILE,
     environment_info,
     run_record,
-    to_csv,
-    to_markdown,
     write_json_atomic,
     write_run,
 )
@@ -67,9 +65,15 @@ def write_study_run(run_dir: Path, config: Any, prepared: Any, *, label: str,
 
 def write_table(directory: Path, stem: str, columns: list[str], rows: list[dict[str, Any]],
                 title: str = "") -> str:
-    """Write <stem>.csv and <stem>.md into directory; return the Markdown (with its title)."""
-    md = (f"### {title}\n\n" if title else "") + to_markdown(columns, rows)
-    write_text_atomic(directory / f"{stem}.csv", to_csv(columns, rows))
+    """Write the table (`report.render.Table`) of `rows` into directory: <stem>.json, the table
+    as data that `linrec-report` reads back; <stem>.md and <stem>.csv (every number in full
+    precision), for people and other tools. Returns the Markdown."""
+    from linrec.report.render import Table, csv_text, markdown
+
+    table = Table(title or stem, list(columns), [[row.get(c) for c in columns] for row in rows])
+    md = markdown(table)
+    write_json_atomic(directory / f"{stem}.json", table.to_json())
+    write_text_atomic(directory / f"{stem}.csv", csv_text(table))
     write_text_atomic(directory / f"{stem}.md", md)
     return md
 

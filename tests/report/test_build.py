@@ -17,7 +17,7 @@ from scipy import stats
 from linrec.eval.metrics import exact_metrics
 from linrec.eval.ranks import RankTable
 from linrec.report import build_report
-from linrec.report.studies import cell_text
+from linrec.report._format import format_number
 from tests.report.conftest import SMALL, linrec
 from tests.report.expected import check_report, load_records, same_tables
 from tests.report.tables import html_tables, latex_tables, markdown_tables
@@ -158,6 +158,16 @@ def test_report_of_an_empty_directory_is_a_clear_error(tmp_path):
 # -- the studies --------------------------------------------------------------------------------
 
 
+def _shown(text: str) -> str:
+    """A CSV cell as a table shows it: numbers by the one formatter, text as written."""
+    for kind in (int, float):
+        try:
+            return format_number(kind(text))
+        except ValueError:
+            continue
+    return text
+
+
 def _study_tables(studies: Path) -> dict[Path, list]:
     """study directory -> its tables as it wrote them (Markdown title, CSV cells)."""
     out = {}
@@ -169,7 +179,7 @@ def _study_tables(studies: Path) -> dict[Path, list]:
             rows = list(csv.reader(io.StringIO(
                 (index_path.parent / table).with_suffix(".csv").read_text())))
             tables.append((md.splitlines()[0].removeprefix("### "), rows[0],
-                           [[cell_text(c) for c in row] for row in rows[1:]]))
+                           [[_shown(c) for c in row] for row in rows[1:]]))
         out[index_path.parent] = tables
     return out
 
