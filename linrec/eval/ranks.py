@@ -26,8 +26,8 @@ import scipy.sparse as sp
 
 from linrec.atomic import atomic_open
 from linrec.data.splits import EvalSet
-from linrec.errors import ConfigError, DataError
-from linrec.hardware import batch_size_for, on_row_chunks, thread_limit
+from linrec.errors import DataError
+from linrec.hardware import on_row_chunks, thread_limit
 from linrec.item_order import (  # noqa: F401  (re-exported: the keys the ranks use)
     BatchKeys,
     beats,
@@ -35,6 +35,7 @@ from linrec.item_order import (  # noqa: F401  (re-exported: the keys the ranks 
     tie_break_keys_at,
     user_key_bases,
 )
+from linrec.scoring import scored_batches
 
 #: rows with at most this many held-out items are ranked by one vectorised pass per target
 #: (`linrec.eval._rank_kernel`), the others by the sorted path (faster beyond ~100 targets)
@@ -187,25 +188,10 @@ def score_batches(model: Scorer, evalset: EvalSet, *, users_known: bool,
     users=evalset.users[rows] if users_known else None), float (rows, n_items).
     Batch rows come from memory_budget_mb unless batch_size is given. The ranking masks the
     scores in place, so model.score must return a fresh array (read-only arrays are copied)."""
-    n_users, n_items = evalset.foldin.shape
-    if batch_size is None:
-        batch_size = batch_size_for(n_items, memory_budget_mb)
-    elif isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
-        raise ConfigError(f"batch_size={batch_size!r} must be a positive integer")
-    users = np.asarray(evalset.users)
-    for start in range(0, n_users, int(batch_size)):
-        rows = slice(start, min(n_users, start + int(batch_size)))
-        scores = model.score(evalset.foldin[rows], users=users[rows] if users_known else None)
-        scores = np.asarray(scores)
-        expected = (rows.stop - rows.start, n_items)
-        if scores.shape != expected:
-            raise DataError(f"{type(model).__name__}.score returned shape {scores.shape} for "
-                            f"rows {rows.start}:{rows.stop}; expected {expected}")
-        if not np.issubdtype(scores.dtype, np.floating) or scores.dtype.itemsize < 4:
-            scores = scores.astype(np.float64)
-        elif not scores.flags.writeable:
-            scores = scores.copy()
-        yield rows, scores
+    users = np.asarray(evalset.users) if users_known else None
+    yield from scored_batches(lambda foldin, rows: model.score(foldin, users=rows),
+                              evalset.foldin, users, owner=type(model).__name__,
+                              batch_size=batch_size, memory_budget_mb=memory_budget_mb)
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,42 @@ def _chosen_metrics(complete: Any, metrics: Sequence[str] | None, split: str) ->
     return chosen or present[:6]
 
 
+@dataclass
+class _DatasetPart:
+    """The report's part on one dataset and split protocol."""
+
+    comparison: Table
+    significance_rows: list[str]
+    markdown: str
+    section: Section
+
+
+def _dataset_part(evaluated: Any, dataset: str, dirs: Sequence[Path], split: str,
+                  chosen: list[str], baseline: str, alpha: float,
+                  figures_dir: Path | None) -> _DatasetPart:
+    """The comparison (best configuration per model, significance against the baseline), the
+    every-run table and the figures of the runs of one dataset that evaluated `split`."""
+    from linrec.report.figures import report_figures
+
+    params = varying_params(evaluated, by_model=True)
+    # the metrics these runs computed (another dataset's runs may have computed others)
+    shown = [m for m in chosen if evaluated[m].notna().any()] or chosen
+    every_run = runs_table(evaluated, split, shown, params, dataset, dirs)
+    results = best_configurations(evaluated, shown)
+    note = add_significance(results, baseline, split, shown) if len(results) > 1 else \
+        "one model only: nothing to compare"
+    comparison = comparison_table(results, split, shown, dataset, baseline, alpha, note)
+    significance = [f"{dataset},{r.model},{baseline},{metric},{test},{p!r}"
+                    for r in results for metric, tests in r.pvalues.items()
+                    for test, p in tests.items()]
+    figs = [] if figures_dir is None else \
+        report_figures(evaluated, results, split, shown, figures_dir, dataset)
+    md = markdown(comparison) + "\n" + markdown(every_run) + "".join(
+        f"\n![{p.stem}](figures/{p.name})\n" for p in figs if p.suffix == ".png")
+    return _DatasetPart(comparison, significance, md,
+                        Section(dataset, [comparison, every_run], figs))
+
+
 def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Path | None = None,
                  metrics: Sequence[str] | None = None, baseline: str = DEFAULT_BASELINE,
                  alpha: float = 0.05, figures: bool = True) -> ReportFiles:
@@ -123,7 +159,6 @@ def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Pat
     tables (default DEFAULT_METRICS, those that were computed); the tidy CSV keeps every
     column."""
     from linrec.atomic import write_text_atomic
-    from linrec.report.figures import report_figures
 
     if split not in ("test", "valid"):
         raise ConfigError(f"--split={split!r} is not allowed; allowed: test, valid")
@@ -154,24 +189,13 @@ def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Pat
         if evaluated.empty:
             md_parts.append(f"**{dataset}**: no run evaluated the {split} split.\n")
             continue
-        params = varying_params(evaluated, by_model=True)
-        # the metrics these runs computed (another dataset's runs may have computed others)
-        shown = [m for m in chosen if evaluated[m].notna().any()] or chosen
-        every_run = runs_table(evaluated, split, shown, params, dataset, runs.dirs)
-        results = best_configurations(evaluated, shown)
-        note = add_significance(results, baseline, split, shown) if len(results) > 1 else \
-            "one model only: nothing to compare"
-        comparison = comparison_table(results, split, shown, dataset, baseline, alpha, note)
-        significance_rows += [f"{dataset},{r.model},{baseline},{metric},{test},{p!r}"
-                              for r in results for metric, tests in r.pvalues.items()
-                              for test, p in tests.items()]
-        figs = report_figures(evaluated, results, split, shown, figures_dir, dataset) \
-            if figures else []
-        comparisons.append(comparison)
-        md_parts += [markdown(comparison), markdown(every_run)]
-        md_parts += [f"![{p.stem}](figures/{p.name})\n" for p in figs if p.suffix == ".png"]
-        sections.append(Section(dataset, [comparison, every_run], figs))
-        files += figs
+        part = _dataset_part(evaluated, dataset, runs.dirs, split, chosen, baseline, alpha,
+                             figures_dir if figures else None)
+        comparisons.append(part.comparison)
+        significance_rows += part.significance_rows
+        md_parts.append(part.markdown)
+        sections.append(part.section)
+        files += part.section.figures
     problems = problems_table(runs)
     if problems is not None:
         md_parts.append(markdown(problems))
@@ -184,20 +208,19 @@ def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Pat
         files += study.figures
     md = "\n".join(md_parts)
     outputs = {
-        out / f"report_{split}.md": md,
-        out / f"report_{split}.csv": runs.frame.to_csv(index=False),
-        out / f"report_{split}.html": html_page(f"linrec report: {split} split", sections),
-        out / f"comparison_{split}.md": "\n".join(markdown(t) for t in comparisons),
-        out / f"comparison_{split}.csv": "\n".join(csv_text(t) for t in comparisons),
-        out / f"comparison_{split}.tex": "\n".join(latex(t) for t in comparisons),
-        out / f"significance_{split}.csv": "\n".join(significance_rows) + "\n",
+        f"report_{split}.md": md,
+        f"report_{split}.csv": runs.frame.to_csv(index=False),
+        f"report_{split}.html": html_page(f"linrec report: {split} split", sections),
+        f"comparison_{split}.md": "\n".join(markdown(t) for t in comparisons),
+        f"comparison_{split}.csv": "\n".join(csv_text(t) for t in comparisons),
+        f"comparison_{split}.tex": "\n".join(latex(t) for t in comparisons),
+        f"significance_{split}.csv": "\n".join(significance_rows) + "\n",
     }
     if studies:
-        outputs[out / f"ablations_{split}.tex"] = "\n".join(
+        outputs[f"ablations_{split}.tex"] = "\n".join(
             f"% study {s.name} ({s.directory}): {SPLIT_NOTE}\n" +
             "\n".join(latex(t) for t in s.tables) for s in studies)
-    for path, text in outputs.items():
-        files.append(write_text_atomic(path, text))
+    files += [write_text_atomic(out / name, text) for name, text in outputs.items()]
     return ReportFiles(markdown=md, files=files, n_runs=len(complete),
                        n_problems=len(runs.not_complete))
 

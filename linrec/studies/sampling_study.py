@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +71,8 @@ def run(config: Any, run_dir: Path) -> None:
     models = {label: study_model_config(values, label, config.seed)  # all checked before a fit
               for label, values in study.models.items()}
     prepared = prepare_data(config.data)
-    split = prepared.split
-    n_items = split.n_items
-    eval_config = _eval_config(config, n_items)
-
-    # 1. every model once: one run each, its test split kept for the tables
-    tests: dict[str, SplitReport] = {}
+    eval_config = _eval_config(config, prepared.split.n_items)
+    tests: dict[str, SplitReport] = {}  # every model once, its test split kept for the tables
     for label, model_config in models.items():
         _, report, timings = fit_and_evaluate(config, model_config, prepared,
                                               eval_config=eval_config)
@@ -83,40 +80,65 @@ def run(config: Any, run_dir: Path) -> None:
                         model=model_config.to_dict(), report=report, timings=timings)
         tests[label] = report.splits["test"]
         log.info("sampling study: %s done", label)
-    labels = list(tests)
-    settings = list(tests[labels[0]].sampled)
-    first = tests[labels[0]].sampled[settings[0]]
-    metrics, k_max, repeats = first.protocol["metrics"], first.k_max, first.protocol["repeats"]
     tables = run_dir / "tables"
-    summary: dict[str, Any] = {"models": labels, "settings": settings, "are": {},
-                               "winners": {}, "mapping": {}}
+    summary: dict[str, Any] = {"models": list(tests), "settings": list(_first(tests).sampled),
+                               "are": _error_tables(tests, tables),
+                               "winners": _winner_table(tests, study.winner_ks, tables),
+                               "mapping": _mapping_tables(tests, prepared.split, study, tables)}
+    write_study_index(run_dir, config, dataset_record(prepared), summary)
+    if not config.quiet:
+        for path in sorted(tables.glob("are_*.md")) + [tables / "winners.md"]:
+            print(path.read_text())
+        print(f"tables: {tables}")
+    return None
 
-    # 2. average relative error tables (spec §10.3)
-    for setting in settings:
-        names = list(tests[labels[0]].sampled[setting].curves)
+
+def _first(tests: dict[str, SplitReport]) -> SplitReport:
+    return next(iter(tests.values()))
+
+
+def _protocol(tests: dict[str, SplitReport]) -> tuple[list[str], int, int]:
+    """(metrics, K max, repeats) of the sampled settings (the same for every model)."""
+    first = next(iter(_first(tests).sampled.values()))
+    return first.protocol["metrics"], first.k_max, first.protocol["repeats"]
+
+
+def _error_tables(tests: dict[str, SplitReport], tables: Path) -> dict[str, Any]:
+    """One table per sampled setting: the average relative error over K = 1..K max of every
+    estimator, mean ± std over the repeats, per model and metric (spec §10.3)."""
+    metrics, k_max, repeats = _protocol(tests)
+    summary = {}
+    for setting in _first(tests).sampled:
+        names = list(_first(tests).sampled[setting].curves)
         rows = []
-        for label in labels:
-            sampled = tests[label].sampled[setting]
+        for label, test in tests.items():
+            sampled = test.sampled[setting]
             for m in metrics:
                 row: dict[str, Any] = {"model": label, "metric": m}
                 for name in names:
                     per_repeat = sampled.average_relative_errors(name, m)
                     mean, std = float(np.mean(per_repeat)), float(np.std(per_repeat))
                     row[name] = f"{mean:.2f}±{std:.2f}"
-                    summary["are"][f"{setting}/{label}/{m}/{name}"] = {"mean": mean, "std": std}
+                    summary[f"{setting}/{label}/{m}/{name}"] = {"mean": mean, "std": std}
                 rows.append(row)
         write_table(tables, f"are_{setting.replace('=', '')}", ["model", "metric", *names], rows,
                     f"Average relative error (%) over K=1..{k_max}, test split, {setting}, "
                     f"{repeats} repeats")
+    return summary
 
-    # 3. winner accuracy: how often argmax over models of the estimate picks the exact winner
-    rows = []
-    all_names: list[str] = []
-    for setting in settings:
-        names = list(tests[labels[0]].sampled[setting].curves)
+
+def _winner_table(tests: dict[str, SplitReport], winner_ks: Sequence[int],
+                  tables: Path) -> dict[str, Any]:
+    """How often the argmax over models of each estimate picks the exact winner, per setting,
+    metric and K."""
+    metrics, k_max, repeats = _protocol(tests)
+    labels = list(tests)
+    rows, all_names, summary = [], [], {}
+    for setting in _first(tests).sampled:
+        names = list(_first(tests).sampled[setting].curves)
         all_names += [n for n in names if n not in all_names]
         for m in metrics:
-            for k in [k for k in study.winner_ks if k <= k_max]:
+            for k in [k for k in winner_ks if k <= k_max]:
                 true_values = [tests[label].sampled[setting].exact_curves[m][k - 1]
                                for label in labels]
                 row = {"setting": setting, "metric": f"{m}@{k}",
@@ -125,22 +147,27 @@ def run(config: Any, run_dir: Path) -> None:
                     est = np.stack([tests[label].sampled[setting].curves[name][m][:, k - 1]
                                     for label in labels], axis=1)  # (repeats, models)
                     row[name] = winner_accuracy(est, true_values)
-                    summary["winners"][f"{setting}/{m}@{k}/{name}"] = row[name]
+                    summary[f"{setting}/{m}@{k}/{name}"] = row[name]
                 rows.append(row)
     write_table(tables, "winners", ["setting", "metric", "winner", *all_names], rows,
                 f"Winner accuracy on the test split (out of {repeats} repeats; winner: the best "
                 "exact metric)")
+    return summary
 
-    # 4. mapping tables of [S0]: SHR@k vs HR@f(k) on the first sample of each model and n
-    error_rows = []
-    for setting in (s for s in settings if s != "adaptive"):
-        for label in labels:
-            sampled_ranks, sample_size = tests[label].sampled[setting].first_sample
-            global_ranks = canonical_global_ranks(tests[label].rank_table, split.test)
+
+def _mapping_tables(tests: dict[str, SplitReport], split: Any, study: Any,
+                    tables: Path) -> dict[str, Any]:
+    """The mapping tables of [S0]: SHR@k vs HR@f(k) on the first sample of each model and n,
+    per mapping function, and their alignment errors."""
+    error_rows, summary = [], {}
+    for setting in (s for s in _first(tests).sampled if s != "adaptive"):
+        for label, test in tests.items():
+            sampled_ranks, sample_size = test.sampled[setting].first_sample
+            global_ranks = canonical_global_ranks(test.rank_table, split.test)
             ks = [k for k in study.mapping_ks if k <= sample_size]
             rows = [{"k": k} for k in ks]
             for spec in study.mappings:
-                f = _mapping(spec, n_items, sample_size, sampled_ranks)
+                f = _mapping(spec, split.n_items, sample_size, sampled_ranks)
                 aligned = aligned_curves(sampled_ranks, f, k_max=sample_size,
                                          global_ranks=global_ranks)
                 for row, k in zip(rows, ks, strict=True):
@@ -148,16 +175,11 @@ def run(config: Any, run_dir: Path) -> None:
                     row[f"HR@{spec}"] = float(aligned.hr_at_f[k - 1])
                 errors = alignment_errors(aligned.shr, aligned.hr_at_f)
                 error_rows.append({"setting": setting, "model": label, "mapping": spec, **errors})
-                summary["mapping"][f"{setting}/{label}/{spec}"] = errors
+                summary[f"{setting}/{label}/{spec}"] = errors
             columns = ["k", "SHR", *[f"HR@{s}" for s in study.mappings]]
             write_table(tables, f"mapping_{label}_{setting.replace('=', '')}", columns, rows,
                         f"SHR@k vs HR@f(k), {label}, {setting}, test split")
     if error_rows:
         write_table(tables, "mapping_errors", list(error_rows[0]), error_rows,
                     "Alignment errors of the mapping functions (spec §4.6), test split")
-    write_study_index(run_dir, config, dataset_record(prepared), summary)
-    if not config.quiet:
-        for path in sorted(tables.glob("are_*.md")) + [tables / "winners.md"]:
-            print(path.read_text())
-        print(f"tables: {tables}")
-    return None
+    return summary

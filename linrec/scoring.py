@@ -1,0 +1,40 @@
+"""Scoring fold-in rows in batches under a memory budget: the one loop behind the evaluator's
+batch pass (`eval.ranks.score_batches`) and `Recommender.recommend`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import scipy.sparse as sp
+
+from linrec.errors import ConfigError, DataError
+from linrec.hardware import batch_size_for
+
+
+def scored_batches(score: Callable[[sp.csr_matrix, np.ndarray | None], np.ndarray],
+                   foldin: sp.csr_matrix, users: np.ndarray | None, *, owner: str,
+                   batch_size: int | None = None, memory_budget_mb: float = 512
+                   ) -> Iterator[tuple[slice, np.ndarray]]:
+    """Yield (rows, scores) over the fold-in rows: scores = score(foldin[rows], users[rows] or
+    None), a fresh writable float array (rows, n_items) that the caller may mask in place
+    (read-only results are copied, integer or half-precision ones cast to float64). Rows per
+    batch from `memory_budget_mb` unless `batch_size` is given; `owner` names the scorer in
+    the error a wrong shape raises."""
+    n_rows, n_items = foldin.shape
+    if batch_size is None:
+        batch_size = batch_size_for(n_items, memory_budget_mb)
+    elif isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
+        raise ConfigError(f"batch_size={batch_size!r} must be a positive integer")
+    for start in range(0, n_rows, int(batch_size)):
+        rows = slice(start, min(n_rows, start + int(batch_size)))
+        scores = np.asarray(score(foldin[rows], None if users is None else users[rows]))
+        expected = (rows.stop - rows.start, n_items)
+        if scores.shape != expected:
+            raise DataError(f"{owner}.score returned shape {scores.shape} for rows "
+                            f"{rows.start}:{rows.stop}; expected {expected}")
+        if not np.issubdtype(scores.dtype, np.floating) or scores.dtype.itemsize < 4:
+            scores = scores.astype(np.float64)
+        elif not scores.flags.writeable:
+            scores = scores.copy()
+        yield rows, scores
