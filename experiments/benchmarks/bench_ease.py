@@ -69,7 +69,7 @@ def worker(args: argparse.Namespace) -> dict:
     start = time.perf_counter()
     with blas_threads(threads):
         if args.worker == "ease":
-            W = EASE(lam=LAM, dtype=args.dtype, num_threads=args.threads).fit(X).W
+            W = EASE(lam=LAM, dtype=args.dtype, num_threads=args.threads).fit(X).W_
         elif args.worker == "ease_steps":  # the same fit, timed step by step (for --large)
             t0 = time.perf_counter()
             G = gram(X, args.dtype, n_threads=threads)

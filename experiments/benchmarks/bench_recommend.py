@@ -73,7 +73,7 @@ def main() -> None:
         out = []
         for rows in batches:
             part = foldin[rows]
-            scores = np.asarray(sp.csr_matrix(part, dtype=model.W.dtype) @ model.W)
+            scores = np.asarray(sp.csr_matrix(part, dtype=model.W_.dtype) @ model.W_)
             scores[np.repeat(np.arange(part.shape[0]), np.diff(part.indptr)),
                    part.indices] = -np.inf
             top = np.argpartition(-scores, k - 1, axis=1)[:, :k]

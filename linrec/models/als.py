@@ -336,8 +336,6 @@ class IALS(_FactorModel):
         """`epochs` sweeps (users, then items) over train (users x items, binary)."""
         pattern = binary_pattern(train, f"{self.name}.fit")
         n_users, n_items = pattern.shape
-        if pattern.nnz == 0:
-            raise DataError(f"{self.name}.fit: train {pattern.shape} has no interactions")
         ops = _make_ops(self.backend, self.dtype, self.num_threads)
         user_blocks, item_blocks, user_reg, item_reg = self._training_blocks(pattern, ops)
 

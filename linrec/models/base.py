@@ -27,17 +27,24 @@ from linrec.models.configs import ModelConfig
 Validation = Callable[["Recommender"], float]
 
 
+#: fitted attributes renamed to the naming rule (a trailing underscore): old name -> new
+_RENAMED_ATTRIBUTES = {"W": "W_", "item_counts": "item_counts_"}
+
+
 def check_train(train: Any, where: str) -> sp.csr_matrix:
     """The users x items training matrix as CSR (no copy when it already is one); DataError when
-    it is not a 2-D scipy.sparse matrix with at least one item and finite values."""
+    it is not a 2-D scipy.sparse matrix with at least one item and one interaction and finite
+    values."""
     if not sp.issparse(train) or train.ndim != 2:
         raise DataError(f"{where}: train must be a 2-D users x items scipy.sparse matrix, got "
                         f"{type(train).__name__}")
     matrix = sp.csr_matrix(train)
     if matrix.shape[1] == 0:
         raise DataError(f"{where}: train has 0 items (shape {matrix.shape}); need n_items >= 1")
-    if matrix.nnz and not np.all(np.isfinite(matrix.data)):
+    if not np.all(np.isfinite(matrix.data)):
         raise DataError(f"{where}: train contains NaN/inf values")
+    if matrix.count_nonzero() == 0:
+        raise DataError(f"{where}: train {matrix.shape} has no interactions")
     return matrix
 
 
@@ -152,8 +159,8 @@ class Recommender(ABC):
         evaluator ranks 1..k. item_ids (Split.item_ids): return raw item ids (object array)
         instead of indices. A row with fewer than k candidates ends in item -1 (None with
         item_ids) and score -inf. Scored in batches of memory_budget_mb, like the evaluator."""
-        from linrec.hardware import batch_size_for
         from linrec.item_order import BatchKeys, top_k
+        from linrec.scoring import scored_batches
 
         self.check_fitted()
         foldin = check_foldin(foldin, self.n_items_, f"{self.name}.recommend")
@@ -184,14 +191,8 @@ class Recommender(ABC):
         kk = min(int(k), n_items)
         items = np.empty((n_rows, kk), np.int64)
         scores = None
-        step = batch_size_for(n_items, memory_budget_mb)
-        for start in range(0, n_rows, step):
-            rows = slice(start, min(n_rows, start + step))
-            batch = np.asarray(self._score(foldin[rows], None if users is None else users[rows]))
-            if batch.dtype.kind != "f":
-                batch = batch.astype(np.float64)
-            elif not batch.flags.writeable:
-                batch = batch.copy()
+        for rows, batch in scored_batches(self._score, foldin, users, owner=self.name,
+                                          memory_budget_mb=memory_budget_mb):
             if masked is not None:
                 part = masked[rows]
                 batch[np.repeat(np.arange(part.shape[0]), np.diff(part.indptr)),
@@ -231,5 +232,9 @@ class Recommender(ABC):
         """Read a model written by `save`."""
         obj = cls.__new__(cls)
         with open(path, "rb") as fh:
-            obj.__dict__.update(pickle.load(fh))
+            state = pickle.load(fh)
+        for old, new in _RENAMED_ATTRIBUTES.items():  # a model saved by an earlier linrec
+            if old in state and new not in state:
+                state[new] = state.pop(old)
+        obj.__dict__.update(state)
         return obj

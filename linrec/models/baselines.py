@@ -23,10 +23,10 @@ class MostPopular(Recommender):
     config_class = MostPopularConfig
 
     def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
-        self.item_counts = np.asarray((train != 0).sum(axis=0), dtype=np.float32).ravel()
+        self.item_counts_ = np.asarray((train != 0).sum(axis=0), dtype=np.float32).ravel()
 
     def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
-        return np.tile(self.item_counts, (foldin.shape[0], 1))
+        return np.tile(self.item_counts_, (foldin.shape[0], 1))
 
 
 def _top_k_per_row(block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -71,14 +71,14 @@ class ItemKNN(Recommender):
         neighbours = sp.csr_matrix(
             (np.concatenate(vals_all), (np.concatenate(rows_all), np.concatenate(cols_all))),
             shape=(n_items, n_items), dtype=np.float32)
-        self.W = neighbours.T.tocsr()  # column j holds the neighbours of item j
+        self.W_ = neighbours.T.tocsr()  # column j holds the neighbours of item j
 
     def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
-        return (sp.csr_matrix(foldin, dtype=np.float32) @ self.W).toarray()
+        return (sp.csr_matrix(foldin, dtype=np.float32) @ self.W_).toarray()
 
     def weights(self) -> sp.csr_matrix:
         self.check_fitted()
-        return self.W
+        return self.W_
 
 
 def _slim_columns(X: sp.csc_matrix, columns: np.ndarray, alpha: float, l1_ratio: float,
@@ -130,11 +130,11 @@ class SLIM(Recommender):
             delayed(_slim_columns)(X, chunk, alpha, l1_ratio, self.max_iter, self.tol)
             for chunk in chunks if chunk.size)
         rows, cols, vals = (np.concatenate(p) for p in zip(*parts, strict=True))
-        self.W = sp.csr_matrix((vals, (rows, cols)), shape=(n_items, n_items), dtype=np.float32)
+        self.W_ = sp.csr_matrix((vals, (rows, cols)), shape=(n_items, n_items), dtype=np.float32)
 
     def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
-        return (sp.csr_matrix(foldin, dtype=np.float32) @ self.W).toarray()
+        return (sp.csr_matrix(foldin, dtype=np.float32) @ self.W_).toarray()
 
     def weights(self) -> sp.csr_matrix:
         self.check_fitted()
-        return self.W
+        return self.W_

@@ -64,16 +64,16 @@ class ItemItemRecommender(Recommender):
                            f"{self.name} on {n_items} items", self._memory_alternative(n_items))
         threads = thread_count(self.num_threads)
         with blas_threads(threads):
-            self.W = self._weights_from_gram(gram(X, self.dtype, n_threads=threads))
+            self.W_ = self._weights_from_gram(gram(X, self.dtype, n_threads=threads))
 
     def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
         from linrec.models._sparse_dense import sparse_dense_product  # numba, when scoring
 
-        return sparse_dense_product(foldin, self.W, thread_count(self.num_threads))
+        return sparse_dense_product(foldin, self.W_, thread_count(self.num_threads))
 
     def weights(self) -> np.ndarray:
         self.check_fitted()
-        return self.W
+        return self.W_
 
 
 class EASE(ItemItemRecommender):

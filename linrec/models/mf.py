@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from linrec.errors import ConfigError, DataError
+from linrec.errors import ConfigError
 from linrec.hardware import torch_threads
 from linrec.models import mf_optim
 from linrec.models.base import Recommender, Validation, binary_pattern
@@ -96,10 +96,12 @@ class MF(Recommender):
 
     def _rows(self, table, ids):
         """table[ids], whose gradient is a sparse tensor of the touched rows under
-        `optimizer: sparse_adam` (a dense table otherwise)."""
-        if self.optimizer == "sparse_adam":
-            return torch.nn.functional.embedding(ids, table, sparse=True)
-        return table[ids]
+        `optimizer: sparse_adam` (a dense table otherwise). An embedding lookup rather than
+        `table[ids]`: on a CPU with several threads the backward of `table[ids]` sums repeated
+        ids in a varying order (torch's index_put_ with accumulate), so two fits of one config
+        differed in the last bits; the embedding's backward sums them in a fixed order (on one
+        thread both give the same bits)."""
+        return torch.nn.functional.embedding(ids, table, sparse=self.optimizer == "sparse_adam")
 
     @property
     def user_embeddings_(self) -> np.ndarray:
@@ -127,8 +129,6 @@ class MF(Recommender):
     def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
         self._check_config()
         pattern = binary_pattern(train, "mf.fit")
-        if pattern.nnz == 0:
-            raise DataError(f"mf.fit: train {pattern.shape} has no interactions")
         cfg = self.config
         with torch_threads(thread_count(self.num_threads)):
             keep_freed_memory()

@@ -28,7 +28,6 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
-from linrec.errors import DataError
 from linrec.models.base import Recommender, Validation, binary_pattern
 from linrec.models.configs import LearnedLambdaConfig, NearbyHTConfig
 from linrec.models.ease import ITEM_ITEM_MODELS
@@ -75,8 +74,6 @@ class _BPRNearby(Recommender):
         """Closed form, then `epochs` epochs of BPR + Adam; with a validation callback and
         patience > 0, early stopping on its score (the best epoch's parameters are kept)."""
         pattern = binary_pattern(train, f"{self.name}.fit")
-        if pattern.nnz == 0:
-            raise DataError(f"{self.name}.fit: train {pattern.shape} has no interactions")
         self._setup(pattern)
         self.train_ = pattern
         early_stopping = validation is not None and self.patience > 0

@@ -56,7 +56,7 @@ def test_every_model_checks_its_matrices_and_fitted_state(model):
 def test_weights_accessor():
     train = _train()
     ease = EASE(lam=1.0, dtype="float64").fit(train)
-    np.testing.assert_allclose(ease.weights(), ease.W)
+    np.testing.assert_allclose(ease.weights(), ease.W_)
     np.testing.assert_allclose(train @ ease.weights(), ease.score(train))
     knn = ItemKNN(k=3).fit(train)
     np.testing.assert_allclose((train @ knn.weights()).toarray(), knn.score(train), rtol=1e-6)

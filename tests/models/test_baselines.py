@@ -48,7 +48,7 @@ def test_itemknn_matches_brute_force_cosine(k, shrink, monkeypatch):
     monkeypatch.setattr("linrec.models.baselines._KNN_BLOCK_FLOATS", 4 * 15)  # several blocks
     model = ItemKNN(k=k, shrink=shrink).fit(X)
     expected = brute_force_knn(X.toarray(), k, shrink)
-    np.testing.assert_allclose(model.W.toarray(), expected, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(model.W_.toarray(), expected, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(model.score(X[:4]), X[:4].toarray() @ expected, rtol=1e-5,
                                atol=1e-6)
 
@@ -67,7 +67,7 @@ def test_slim_nonnegative_zero_diagonal_and_optimal():
     X = random_matrix(80, 12, 0.35, seed=3, binary=True)
     l1, l2 = 0.5, 2.0
     model = SLIM(l1=l1, l2=l2, tol=1e-12, max_iter=100_000, n_jobs=1).fit(X)
-    W = model.W.toarray()
+    W = model.W_.toarray()
     assert np.all(W >= 0)
     assert np.all(np.diag(W) == 0.0)
     assert np.count_nonzero(W) > 0
@@ -79,7 +79,7 @@ def test_slim_nonnegative_zero_diagonal_and_optimal():
 def test_slim_column_equals_direct_elasticnet():
     X = random_matrix(70, 10, 0.3, seed=4, binary=True)
     l1, l2 = 0.3, 1.0
-    serial = SLIM(l1=l1, l2=l2, tol=1e-10, max_iter=50_000, n_jobs=1).fit(X).W.toarray()
+    serial = SLIM(l1=l1, l2=l2, tol=1e-10, max_iter=50_000, n_jobs=1).fit(X).W_.toarray()
     dense = X.toarray()
     m, j = dense.shape[0], 4
     others = np.delete(np.arange(dense.shape[1]), j)  # the column is dropped, not zeroed
@@ -92,8 +92,8 @@ def test_slim_column_equals_direct_elasticnet():
 @pytest.mark.slow
 def test_slim_parallel_columns_equal_serial():
     X = random_matrix(70, 10, 0.3, seed=4, binary=True)
-    serial = SLIM(l1=0.3, l2=1.0, tol=1e-10, n_jobs=1).fit(X).W.toarray()
-    parallel = SLIM(l1=0.3, l2=1.0, tol=1e-10, n_jobs=2).fit(X).W.toarray()
+    serial = SLIM(l1=0.3, l2=1.0, tol=1e-10, n_jobs=1).fit(X).W_.toarray()
+    parallel = SLIM(l1=0.3, l2=1.0, tol=1e-10, n_jobs=2).fit(X).W_.toarray()
     np.testing.assert_array_equal(serial, parallel)
 
 

@@ -38,7 +38,7 @@ def zero_diag_column_solve(X: np.ndarray, penalty: np.ndarray, j: int,
 
 def test_ease_equals_columnwise_constrained_ridge(X):
     lam = 7.0
-    W = EASE(lam=lam, dtype="float64").fit(X).W
+    W = EASE(lam=lam, dtype="float64").fit(X).W_
     dense = X.toarray()
     n = dense.shape[1]
     expected = np.column_stack([zero_diag_column_solve(dense, np.full(n, lam), j)
@@ -50,17 +50,17 @@ def test_ease_equals_columnwise_constrained_ridge(X):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_ease_diagonal_exactly_zero_and_scores(X, dtype):
     model = EASE(lam=3.0, dtype=dtype).fit(X)
-    assert model.W.dtype == np.dtype(dtype)
-    assert np.all(np.diag(model.W) == 0.0)
+    assert model.W_.dtype == np.dtype(dtype)
+    assert np.all(np.diag(model.W_) == 0.0)
     foldin = X[:7]
     scores = model.score(foldin)
     assert scores.shape == (7, X.shape[1]) and scores.dtype == np.dtype(dtype)
-    np.testing.assert_allclose(scores, foldin.toarray() @ model.W, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(scores, foldin.toarray() @ model.W_, rtol=1e-6, atol=1e-6)
 
 
 def test_ease_single_thread_fit_equals_default(X):
-    np.testing.assert_allclose(EASE(lam=2.0, dtype="float64", num_threads=1).fit(X).W,
-                               EASE(lam=2.0, dtype="float64").fit(X).W, rtol=0, atol=TOL)
+    np.testing.assert_allclose(EASE(lam=2.0, dtype="float64", num_threads=1).fit(X).W_,
+                               EASE(lam=2.0, dtype="float64").fit(X).W_, rtol=0, atol=TOL)
 
 
 def test_ease_large_lambda_tends_to_cooccurrence(X):
@@ -68,7 +68,7 @@ def test_ease_large_lambda_tends_to_cooccurrence(X):
     offdiag = G - np.diag(np.diag(G))
     errors = []
     for lam in (1e6, 1e7):
-        W = EASE(lam=lam, dtype="float64").fit(X).W
+        W = EASE(lam=lam, dtype="float64").fit(X).W_
         errors.append(np.abs(lam * W - offdiag).max())
     assert errors[1] < 1e-3 * offdiag.max()
     assert errors[1] < errors[0] / 5  # the gap shrinks like 1/λ
@@ -86,20 +86,20 @@ def test_ease_float32_and_float64_top100_agree():
 
 
 def test_ease_large_n_solver_path_gives_the_same_model(X, monkeypatch):
-    default = EASE(lam=5.0, dtype="float64").fit(X).W
+    default = EASE(lam=5.0, dtype="float64").fit(X).W_
     original = linalg.spd_inverse
 
     def forced(A, *args, **kwargs):
         return original(A, large_n=1, block=8)
 
     monkeypatch.setattr("linrec.models.ease.spd_inverse", forced)
-    blocked = EASE(lam=5.0, dtype="float64").fit(X).W
+    blocked = EASE(lam=5.0, dtype="float64").fit(X).W_
     np.testing.assert_allclose(blocked, default, rtol=0, atol=TOL)
 
 
 def test_dlae_equals_normal_equations(X):
     p, lam = 0.3, 2.0
-    W = DLAE(p=p, lam=lam, dtype="float64").fit(X).W
+    W = DLAE(p=p, lam=lam, dtype="float64").fit(X).W_
     dense = X.toarray()
     G = dense.T @ dense
     penalty = p / (1 - p) * np.diag(G) + lam
@@ -112,7 +112,7 @@ def test_dlae_equals_normal_equations(X):
 
 def test_edlae_equals_columnwise_weighted_ridge(X):
     p, lam = 0.4, 1.5
-    W = EDLAE(p=p, lam=lam, dtype="float64").fit(X).W
+    W = EDLAE(p=p, lam=lam, dtype="float64").fit(X).W_
     dense = X.toarray()
     penalty = p / (1 - p) * (dense ** 2).sum(axis=0) + lam
     expected = np.column_stack([zero_diag_column_solve(dense, penalty, j)
@@ -122,13 +122,13 @@ def test_edlae_equals_columnwise_weighted_ridge(X):
 
 
 def test_edlae_without_dropout_is_ease(X):
-    np.testing.assert_allclose(EDLAE(p=0.0, lam=9.0, dtype="float64").fit(X).W,
-                               EASE(lam=9.0, dtype="float64").fit(X).W, rtol=0, atol=TOL)
+    np.testing.assert_allclose(EDLAE(p=0.0, lam=9.0, dtype="float64").fit(X).W_,
+                               EASE(lam=9.0, dtype="float64").fit(X).W_, rtol=0, atol=TOL)
 
 
 def test_debiased_ease_equals_its_own_kkt_solve(X):
     lam, alpha = 4.0, 0.6
-    W = DebiasedEASE(lam=lam, alpha=alpha, dtype="float64").fit(X).W
+    W = DebiasedEASE(lam=lam, alpha=alpha, dtype="float64").fit(X).W_
     dense = X.toarray()
     G = dense.T @ dense
     n = G.shape[0]
@@ -144,8 +144,8 @@ def test_debiased_ease_equals_its_own_kkt_solve(X):
 @pytest.mark.parametrize("alpha", [0.0, 0.3, 0.9, 0.999])
 def test_debiased_ease_theorem3(X, alpha):
     lam = 6.0
-    debiased = DebiasedEASE(lam=lam, alpha=alpha, dtype="float64").fit(X).W
-    ease = EASE(lam=lam / (1 - alpha), dtype="float64").fit(X).W / (1 - alpha)
+    debiased = DebiasedEASE(lam=lam, alpha=alpha, dtype="float64").fit(X).W_
+    ease = EASE(lam=lam / (1 - alpha), dtype="float64").fit(X).W_ / (1 - alpha)
     np.testing.assert_allclose(debiased, ease, rtol=0, atol=TOL * max(1.0, np.abs(ease).max()))
 
 
@@ -195,22 +195,22 @@ def edlae_objective(dense: np.ndarray, W: np.ndarray, penalty: np.ndarray) -> fl
 
 def test_lowrank_edlae_full_rank_converges_to_edlae(X):
     p, lam = 0.3, 2.0
-    full = EDLAE(p=p, lam=lam, dtype="float64").fit(X).W
+    full = EDLAE(p=p, lam=lam, dtype="float64").fit(X).W_
     model = LowRankEDLAE(p=p, lam=lam, rank=X.shape[1], n_iter=2000, tol=1e-14,
                          dtype="float64").fit(X)
     assert model.n_iter_run_ < 2000  # converged before the cap
-    np.testing.assert_allclose(model.W, full, rtol=0, atol=1e-9)
-    assert np.all(np.diag(model.W) == 0.0)
+    np.testing.assert_allclose(model.W_, full, rtol=0, atol=1e-9)
+    assert np.all(np.diag(model.W_) == 0.0)
 
 
 def test_lowrank_edlae_approaches_full_rank_as_rank_grows(X):
     p, lam = 0.3, 2.0
     dense = X.toarray()
     penalty = p / (1 - p) * dense.sum(axis=0) + lam
-    optimum = edlae_objective(dense, EDLAE(p=p, lam=lam, dtype="float64").fit(X).W, penalty)
+    optimum = edlae_objective(dense, EDLAE(p=p, lam=lam, dtype="float64").fit(X).W_, penalty)
     gaps = []
     for rank in (5, 15, 25):
-        W = LowRankEDLAE(p=p, lam=lam, rank=rank, n_iter=300, dtype="float64").fit(X).W
+        W = LowRankEDLAE(p=p, lam=lam, rank=rank, n_iter=300, dtype="float64").fit(X).W_
         assert np.all(np.diag(W) == 0.0)
         gaps.append(edlae_objective(dense, W, penalty) - optimum)
     # the zero-diagonal EDLAE is the optimum over all ranks: no gap is negative, and the gap
@@ -254,8 +254,8 @@ def test_lowrank_edlae_retries_a_singular_float32_solve_in_float64(X, monkeypatc
     assert seen[0] == np.float32 and set(seen[1:]) == {np.dtype(np.float64)}  # failed, retried
     assert "edlae_lowrank: singular solve in float32 (Singular matrix); retrying in float64" \
         in caplog.text
-    assert model.W.dtype == np.float32
-    np.testing.assert_array_equal(model.W, reference.W.astype(np.float32))
+    assert model.W_.dtype == np.float32
+    np.testing.assert_array_equal(model.W_, reference.W_.astype(np.float32))
     assert model.n_iter_run_ == reference.n_iter_run_ and model.rank_ == reference.rank_
 
 

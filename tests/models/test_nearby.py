@@ -68,12 +68,12 @@ def test_nearby_item_item_at_init_equals_base() -> None:
     params = dict(base="edlae", base_params={"p": 0.3, "lam": 2.0, "dtype": "float64"},
                   dtype="float64", epochs=0)
     ht = NearbyItemItem(head_tail=True, **params).fit(TRAIN)
-    np.testing.assert_allclose(ht.score(FOLDIN), FOLDIN.toarray() @ base.W, atol=1e-10)
+    np.testing.assert_allclose(ht.score(FOLDIN), FOLDIN.toarray() @ base.W_, atol=1e-10)
     keep_all = NearbyItemItem(head_tail=False, sparsify=True, **params).fit(TRAIN)
-    np.testing.assert_allclose(keep_all.score(FOLDIN), FOLDIN.toarray() @ base.W, atol=1e-10)
+    np.testing.assert_allclose(keep_all.score(FOLDIN), FOLDIN.toarray() @ base.W_, atol=1e-10)
     sparse = NearbyItemItem(head_tail=True, sparsify=True, sparsify_threshold=0.01,
                             **params).fit(TRAIN)
-    expected = FOLDIN.toarray() @ (base.W * (base.W > 0.01))
+    expected = FOLDIN.toarray() @ (base.W_ * (base.W_ > 0.01))
     np.testing.assert_allclose(sparse.score(FOLDIN), expected, atol=1e-10)
 
 

@@ -25,13 +25,13 @@ class _DenseItemModel:
     """Item–item model that gives its W through the `weights()` accessor (as EASE does)."""
 
     def __init__(self, weights):
-        self.W = weights
+        self.W_ = weights
 
     def weights(self):
-        return self.W
+        return self.W_
 
     def score(self, foldin, users=None):
-        return np.asarray(foldin @ self.W)
+        return np.asarray(foldin @ self.W_)
 
 
 class _ScoreOnlyModel:
