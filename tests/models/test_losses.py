@@ -55,11 +55,13 @@ def naive(name: str, cfg, s_pos, s_neg, s_ppos, tau, logq=None, floor=-1.0 / T) 
             v = -p + math.log(e(p) + sum(e(x) for x in neg))
         elif name == "sampled_softmax":
             lq = [float(x) for x in logq[b]]
-            terms = (e(x - q - math.log(N)) for x, q in zip(neg, lq, strict=True))
+            shift = math.log(N) if cfg.logq_include_n else 0.0
+            terms = (e(x - q - shift) for x, q in zip(neg, lq, strict=True))
             v = -p + math.log(e(p) + sum(terms))
         elif name == "debiased_infonce":
-            g = max((sum(e(x) for x in neg) / N - t * sum(e(x) for x in pp) / M) / (1 - t),
-                    e(floor))
+            pp = [p] if cfg.pos_correction == "anchor" else pp  # the anchor as the positive
+            g = max((sum(e(x) for x in neg) / N - t * sum(e(x) for x in pp) / len(pp))
+                    / (1 - t), e(floor))
             v = -math.log(e(p) / (e(p) + cfg.negative_weight * g))
         elif name == "mine_plus":
             v = -p + cfg.negative_weight * math.log(sum(e(x) for x in neg))
@@ -67,16 +69,21 @@ def naive(name: str, cfg, s_pos, s_neg, s_ppos, tau, logq=None, floor=-1.0 / T) 
             v = -math.log(e(p) / (cfg.pos_weight * e(p) + cfg.negative_weight
                                   * sum(e(x) for x in neg)))
         elif name == "bpr":
-            v = sum(math.log(1 + e(x - p)) for x in neg)
+            v = sum(math.log(1 + e(x - p)) for x in neg) / (N if cfg.reduction == "mean" else 1)
         elif name == "linear_pairwise":
             v = sum(x - p for x in neg) / N
-        elif name in ("mse", "debiased_mse"):
-            debias = t * sum(x * x for x in pp) / M if name == "debiased_mse" else 0.0
-            v = (1 - p) ** 2 + cfg.negative_weight * (sum(x * x for x in neg) / N - debias)
-        elif name in ("ccl", "debiased_ccl"):
-            relu = lambda x: max(x - cfg.margin, 0.0)  # noqa: E731
-            debias = t * sum(relu(x) for x in pp) / M if name == "debiased_ccl" else 0.0
-            v = max(1 - p, 0.0) + cfg.negative_weight * (sum(relu(x) for x in neg) / N - debias)
+        elif name in ("mse", "debiased_mse", "ccl", "debiased_ccl"):
+            if name.endswith("mse"):
+                positive, negative = (1 - p) ** 2, (lambda x: x * x)
+            else:
+                positive, negative = max(1 - p, 0.0), (lambda x: max(x - cfg.margin, 0.0))
+            per = 1.0 if cfg.reduction == "sum" else float(N)  # sum, or mean over the N
+            bracket = sum(negative(x) for x in neg) / per
+            if name.startswith("debiased"):  # τ⁺ · (the same reduction of M positives' terms)
+                bracket -= t * (N / per) * sum(negative(x) for x in pp) / M
+            if cfg.clamp_neg_part_min is not None:
+                bracket = max(bracket, cfg.clamp_neg_part_min)
+            v = positive + cfg.negative_weight * bracket
         else:
             raise AssertionError(name)
         out.append(v)
@@ -90,6 +97,14 @@ CONFIGS = {
     "debiased_mse": DebiasedMSELoss(negative_weight=3.0), "ccl": CCLLoss(negative_weight=7.0),
     "debiased_ccl": DebiasedCCLLoss(negative_weight=7.0, margin=0.2),
     "debiased_infonce": DebiasedInfoNCELoss(negative_weight=float(N)),
+    # the options
+    "debiased_infonce:anchor": DebiasedInfoNCELoss(negative_weight=3.0, pos_correction="anchor"),
+    "bpr:mean": BPRLoss(reduction="mean"),
+    "mse:sum": MSELoss(negative_weight=0.5, reduction="sum"),
+    "debiased_mse:clamp": DebiasedMSELoss(negative_weight=3.0, clamp_neg_part_min=0.9),
+    "ccl:clamp": CCLLoss(negative_weight=7.0, margin=-0.2, clamp_neg_part_min=0.6),
+    "debiased_ccl:sum,clamp": DebiasedCCLLoss(negative_weight=0.7, margin=0.2, reduction="sum",
+                                              clamp_neg_part_min=0.5),
 }
 
 
@@ -97,9 +112,15 @@ CONFIGS = {
 def test_each_loss_equals_its_formula(name):
     s_pos, s_neg, s_ppos, tau = batch()
     cfg = CONFIGS[name]
+    if name == "debiased_infonce:anchor":
+        tau = tau * 4  # so that the anchor's correction moves g
     got = cfg(s_pos, s_neg, s_ppos, tau, None, -1.0 / T).numpy()
-    np.testing.assert_allclose(got, naive(name, cfg, s_pos, s_neg, s_ppos, tau), rtol=1e-12,
-                               atol=1e-12)
+    want = naive(name.partition(":")[0], cfg, s_pos, s_neg, s_ppos, tau)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    if "clamp" in name:  # the clamp acts on some rows and not on others
+        unclamped = type(cfg)(**{**cfg.to_dict(), "clamp_neg_part_min": None})
+        moved = got != unclamped(s_pos, s_neg, s_ppos, tau, None, -1.0 / T).numpy()
+        assert moved.any() and not moved.all()
 
 
 def test_softmax_and_sampled_softmax():
@@ -117,6 +138,12 @@ def test_softmax_and_sampled_softmax():
     np.testing.assert_allclose(cfg(s_pos, s_neg, neg_logq=logq).numpy(),
                                naive("sampled_softmax", cfg, s_pos, s_neg, s_ppos, tau, logq),
                                rtol=1e-12)
+    literal = SampledSoftmaxLoss(logq_include_n=False)  # eq. 78 as printed: no log N
+    np.testing.assert_allclose(literal(s_pos, s_neg, neg_logq=logq).numpy(),
+                               naive("sampled_softmax", literal, s_pos, s_neg, s_ppos, tau,
+                                     logq), rtol=1e-12)
+    assert not np.allclose(literal(s_pos, s_neg, neg_logq=logq).numpy(),
+                           cfg(s_pos, s_neg, neg_logq=logq).numpy())
     # uniform q over n = N items, every item drawn once: the full softmax over the items plus an
     # extra copy of the positive term (spec §1.2)
     uniform = torch.full((B, N), -math.log(N), dtype=torch.float64)
