@@ -1,13 +1,19 @@
-"""The synthetic end-to-end benchmark of spec/evaluation.md §14.2 as a regression test.
+"""A synthetic end-to-end benchmark of every estimator, as a regression test of the whole chain
+(sampling, estimation, metric curves, average relative error).
 
-N = 10,000, M = 20,000, P(R) ∝ R^-0.9, n = 100, binomial sampling; average relative error (%) over
-K = 1..50. Fixed-n rows at ±20 % relative of the spec's means. The adaptive and oracle rows vary
-40–70 % across repeats (spec §0.0 erratum): checked by order of magnitude and ordering.
+Setup (the protocol of Li et al., "Towards Reliable Item Sampling for Recommendation
+Evaluation", AAAI 2023, on synthetic ranks): N = 10 000 items, M = 20 000 targets whose global
+ranks are drawn from P(R) ∝ R^-0.9 (seed 1), n = 100 with replacement; the average relative
+error (%) over K = 1..50 of Recall, NDCG and AP. REFERENCE holds the means of 10 repeats of an
+implementation written apart from linrec's; they are not published numbers.
 
-3 repeats instead of 10 (runtime): the spec's repeat std is <= 7 % of each fixed-n mean, so the
-3-repeat mean is well inside ±20 %. The MLE/MES prior of BV_X/MN_X is the same run's estimate
-(per-run prior), passed as an array so that each is computed once per repeat; MES uses the dual
-Newton solver (tests/eval/estimators/test_em.py checks it against cvxpy/CLARABEL).
+Levels are checked at ±8 % (3 repeats here: the repeat-to-repeat spread is at most 7 % of a
+mean, and the estimators share each repeat's samples); the prior-based estimators lie within 15
+% of each other, so their order per metric, which the shared samples make stable, is checked in
+full: any two of them swapped fail. The adaptive and MN-with-oracle-prior rows vary 40–70 %
+from one repeat to the next: within a factor 2 and far below every n = 100 estimator. The MLE
+and MES prior of BV_X / MN_X is the same repeat's estimate, passed as an array; MES uses the dual
+Newton solver (test_em.py checks it against cvxpy/CLARABEL).
 """
 
 import numpy as np
@@ -20,7 +26,7 @@ from linrec.eval.metrics import curve
 N_ITEMS, N_TARGETS, SAMPLE_SIZE, REPEATS = 10_000, 20_000, 100, 3
 METRICS = ("recall", "ndcg", "ap")
 
-#: spec §14.2 means (Recall, NDCG, AP) of ARE in %
+#: reference means (Recall, NDCG, AP) of the average relative error in %, 10 repeats
 SPEC_FIXED = {
     "naive": (198.47, 277.73, 333.10),
     "bv": (25.55, 49.69, 65.36),
@@ -32,12 +38,13 @@ SPEC_FIXED = {
     "mn_mes": (11.42, 28.82, 43.31),
 }
 SPEC_SMALL = {"mn_oracle": (0.84, 1.15, 1.35), "adaptive_mle": (1.00, 0.99, 1.77)}
-#: spec §6.4 MES scalings, Recall@1..50 ARE of one repeat: (fit_scale, entropy_weight) -> %
+#: MES under other scalings, Recall@1..50 error of the first repeat: (fit_scale, η) -> %
 SPEC_MES_VARIANTS = {("n", 0.01): 11.8, ("M", 0.001): 6.0, ("n", 1e-4): 4.5}
 
 
 def _adaptive_oracle(global_ranks, rng, n0=100, n_max=3200):
-    """Algorithm 1 (spec §8.2) with replacement, simulated per level from the global ranks."""
+    """Adaptive sampling (Algorithm 1 of the AAAI 2023 paper) with replacement, simulated per
+    level from the global ranks."""
     theta = (global_ranks - 1) / (N_ITEMS - 1)
     sampled = 1 + rng.binomial(n0 - 1, theta)
     sizes = np.full(len(global_ranks), n0)
@@ -92,26 +99,38 @@ def benchmark_errors():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SPEC_FIXED))
-def test_fixed_size_rows_within_20_percent(benchmark_errors, name):
+def test_fixed_size_rows_within_8_percent(benchmark_errors, name):
     errors, _, _ = benchmark_errors
-    np.testing.assert_allclose(errors[name], SPEC_FIXED[name], rtol=0.20)
+    np.testing.assert_allclose(errors[name], SPEC_FIXED[name], rtol=0.08)
+
+
+#: the estimators whose errors lie within 15 % of each other
+CLOSE = ("bv_mle", "bv_mes", "mn_mle", "mle", "mn_mes", "mes")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("metric", range(len(METRICS)), ids=METRICS)
+def test_the_close_estimators_come_in_the_reference_order(benchmark_errors, metric):
+    errors, _, _ = benchmark_errors
+    ours = sorted(CLOSE, key=lambda name: errors[name][metric])
+    assert ours == sorted(CLOSE, key=lambda name: SPEC_FIXED[name][metric])
 
 
 @pytest.mark.slow
 def test_adaptive_and_oracle_rows_by_magnitude_and_order(benchmark_errors):
     errors, mean_size, _ = benchmark_errors
-    assert 650 < mean_size < 760  # spec §14.2: average size 707
+    assert 650 < mean_size < 760  # the reference's average sample size: 707
     best_fixed = np.min([errors[name] for name in SPEC_FIXED], axis=0)
     for name, spec in SPEC_SMALL.items():
-        # the spec's means are ~1 %; within a factor 4 either way, and ≥ 4× better than every
-        # fixed-n = 100 estimator
-        assert np.all(errors[name] < 4 * np.asarray(spec)), (name, errors[name])
-        assert np.all(errors[name] > np.asarray(spec) / 4), (name, errors[name])
+        # about 1 %: within a factor 2 either way, and ≥ 4× better than every fixed-n = 100
+        # estimator
+        assert np.all(errors[name] < 2 * np.asarray(spec)), (name, errors[name])
+        assert np.all(errors[name] > np.asarray(spec) / 2), (name, errors[name])
         assert np.all(4 * errors[name] < best_fixed), (name, errors[name], best_fixed)
 
 
 @pytest.mark.slow
-def test_orderings_of_section_14_2(benchmark_errors):
+def test_naive_bv_and_prior_estimators_far_apart(benchmark_errors):
     errors, _, _ = benchmark_errors
     # naive ≫ BV-uniform ≫ prior-based estimators
     assert np.all(errors["naive"] > 3 * errors["bv"])
@@ -120,8 +139,8 @@ def test_orderings_of_section_14_2(benchmark_errors):
 
 
 @pytest.mark.slow
-def test_mes_scalings_of_section_6_4(benchmark_errors):
-    # one repeat, as in the spec; the spread across repeats is large for the small-η variants
+def test_mes_under_other_scalings(benchmark_errors):
+    # one repeat, as in the reference; the spread across repeats is large for the small-η variants
     # (about 6–22 % for the paper-literal scaling), so only the seeded first repeat is compared
     _, _, mes_variants = benchmark_errors
     for key, spec in SPEC_MES_VARIANTS.items():
