@@ -1,8 +1,16 @@
 """Stand-ins shared by the tests of every package: scorers with known scores, a random
-evaluation set and the config `linrec` composes (import them with `from tests.conftest import
-...`); every test gets its own empty $LINREC_DATA."""
+evaluation set, the config `linrec` composes and the one way to run linrec's commands
+(import them with `from tests.conftest import ...`); every test gets its own empty
+$LINREC_DATA. A test that runs a command in a subprocess is marked `slow` here, so that
+`pytest -m "not slow"` is a fast inner loop."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +30,56 @@ def compose_config(*overrides: str):
     register_configs()
     with initialize_config_dir(config_dir=config_dir(), **version_base()):
         return compose(config_name="config", overrides=list(overrides))
+
+
+#: the console scripts as Python code (the installed scripts run the same functions)
+COMMANDS = {
+    "linrec": "from linrec.cli import main; main()",
+    "linrec-report": "import sys; from linrec.cli import report_main; sys.exit(report_main())",
+    "linrec-recommend": "import sys; from linrec.cli import recommend_main; "
+                        "sys.exit(recommend_main())",
+}
+
+
+def run_command(cwd: Path, *args: str, command: str = "linrec", prelude: str = "",
+                wait: bool = True, timeout: float = 600, env: dict[str, str] | None = None,
+                ) -> subprocess.CompletedProcess | subprocess.Popen:
+    """`command ARGS` in a fresh process in cwd, with its own cache under cwd, as a user runs
+    it (`prelude`: Python code run first, to inject a fault; `env`: extra variables).
+    wait=False: the running process (its own session, so that a signal reaches every child),
+    else the finished one; `timeout` only guards against a hang."""
+    env = dict(os.environ, LINREC_DATA=str(Path(cwd) / "cache"), HYDRA_FULL_ERROR="0",
+               **(env or {}))
+    cmd = [sys.executable, "-c", prelude + COMMANDS[command], *args]
+    if not wait:
+        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+#: names whose use means a test starts a process (a command, pip, a child interpreter)
+_PROCESS_NAMES = frozenset({"run_command", "run_linrec", "linrec", "subprocess", "cli_run"})
+#: fixtures that run commands to build what their tests read
+_COMMAND_FIXTURES = frozenset({"comparison", "studies", "saved_run"})
+
+
+def _names_used(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names_used(const)
+    return names
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        function = getattr(item, "function", None)
+        if function is None:
+            continue
+        if _names_used(function.__code__) & _PROCESS_NAMES or \
+                _COMMAND_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)

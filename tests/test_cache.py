@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -72,10 +71,9 @@ def test_a_second_process_waits_and_a_killed_holder_releases_the_lock(tmp_path):
         assert _locked_by_someone_else(lock)
         child.kill()
         child.wait(timeout=30)
-        t0 = time.perf_counter()
-        with file_lock(lock):  # would block for the child's 60 s if the lock had stayed
+        assert not _locked_by_someone_else(lock)  # released the moment its holder died
+        with file_lock(lock):
             pass
-        assert time.perf_counter() - t0 < 10
     finally:
         if child.poll() is None:
             child.kill()

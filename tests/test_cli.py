@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import run_command
+
 SMALL = [
     "data.source.n_users=400",
     "data.source.n_items=150",
@@ -20,14 +22,10 @@ SMALL = [
 
 
 def run_linrec(tmp_path: Path, *overrides: str, multirun: bool = False):
-    env = dict(os.environ, LINREC_DATA=str(tmp_path / "cache"), HYDRA_FULL_ERROR="0")
-    cmd = [sys.executable, "-c", "from linrec.cli import main; main()"]
-    if multirun:
-        cmd += ["-m", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
-    else:
-        cmd += [f"hydra.run.dir={tmp_path / 'run'}"]
-    cmd += list(overrides)
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    """`linrec` into tmp_path/run (a sweep: tmp_path/sweep)."""
+    where = ["-m", f"hydra.sweep.dir={tmp_path / 'sweep'}"] if multirun else \
+        [f"hydra.run.dir={tmp_path / 'run'}"]
+    return run_command(tmp_path, *where, *overrides)
 
 
 def test_default_run_writes_results_and_ranks(tmp_path):
@@ -60,6 +58,38 @@ def test_default_run_writes_results_and_ranks(tmp_path):
     assert ranks["rank"].min() >= 1
     assert "ndcg" in proc.stdout and "K=100" in proc.stdout
     assert not (run_dir / "FAILED").exists()
+
+
+def test_the_default_run_equals_an_independent_computation(tmp_path, monkeypatch):
+    """EASE (the default model) in float64 on the run's own split: Steck's closed form with
+    numpy's inverse and the metrics written out per user give every exact metric the run wrote,
+    to 1e-9 (float64 scores have no ties here, so the tie-break plays no part)."""
+    proc = run_linrec(tmp_path, *SMALL, "model.dtype=float64", "eval.sampled.enabled=false")
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((tmp_path / "run" / "results.json").read_text())
+    monkeypatch.setenv("LINREC_DATA", str(tmp_path / "cache"))
+    from linrec.data.pipeline import prepare_data
+
+    split = prepare_data(record["config"]["data"]).split
+    X = split.train.toarray().astype(np.float64)
+    P = np.linalg.inv(X.T @ X + record["config"]["model"]["lam"] * np.eye(X.shape[1]))
+    W = -P / np.diag(P)
+    np.fill_diagonal(W, 0.0)
+    for name, evalset in (("valid", split.valid), ("test", split.test)):
+        foldin, targets = evalset.foldin.toarray(), evalset.targets.toarray() > 0
+        scores = np.where(foldin > 0, -np.inf, foldin @ W)
+        order = np.argsort(-scores, axis=1, kind="stable")
+        hits = np.take_along_axis(targets, order, axis=1)
+        n_targets = targets.sum(1)
+        users = n_targets > 0
+        got = record["splits"][name]["exact"]
+        for k in (20, 100):
+            recall = hits[:, :k].sum(1) / np.maximum(n_targets, 1)
+            gains = 1 / np.log2(np.arange(2, k + 2))
+            ideal = np.array([gains[:min(k, t)].sum() for t in n_targets])
+            ndcg = (hits[:, :k] * gains).sum(1) / np.maximum(ideal, 1e-300)
+            assert got[f"recall@{k}"] == pytest.approx(recall[users].mean(), abs=1e-9)
+            assert got[f"ndcg@{k}"] == pytest.approx(ndcg[users].mean(), abs=1e-9)
 
 
 def test_same_seed_same_numbers(tmp_path):

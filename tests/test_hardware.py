@@ -91,7 +91,7 @@ def test_blas_threads_limits_inside_the_block_and_restores_after():
 
 
 def test_torch_threads_sets_and_restores_torchs_thread_count():
-    torch = pytest.importorskip("torch")
+    import torch
     before = torch.get_num_threads()
     with torch_threads(1):
         assert torch.get_num_threads() == 1

@@ -8,26 +8,20 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from linrec import sweeps
+from tests.conftest import run_command
 
 SMALL = ["data.source.n_users=300", "data.source.n_items=100", "eval.sampled.enabled=false",
          "quiet=true"]
 
 
-def linrec(cwd: Path, *args: str, wait: bool = True):
-    env = dict(os.environ, LINREC_DATA=str(cwd / "cache"), HYDRA_FULL_ERROR="0")
-    cmd = [sys.executable, "-c", "from linrec.cli import main; main()", *args]
-    if not wait:
-        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+def linrec(cwd: Path, *args: str, wait: bool = True, prelude: str = ""):
+    return run_command(cwd, *args, wait=wait, prelude=prelude)
 
 
 def jobs(cwd: Path) -> dict[str, Path]:
@@ -186,23 +180,29 @@ def test_a_stale_result_of_another_config_is_replaced(tmp_path):
     assert json.loads((job / "results.json").read_text())["config"] != record["config"]
 
 
+#: a fault for the killed-sweep test: the 30-epoch job stops after its epoch-3 checkpoint,
+#: says so in a file, and waits there for its SIGKILL
+PAUSE_AFTER_EPOCH_3 = """
+import pathlib, time
+from linrec.models import training
+_save = training.EpochDriver._save
+def _paused(self):
+    _save(self)
+    if self.epochs == 30 and self.epoch == 3:
+        pathlib.Path("paused").write_text("epoch 3")
+        time.sleep(3600)
+training.EpochDriver._save = _paused
+"""
+
+
 @pytest.mark.slow
 def test_a_killed_sweep_loses_only_the_running_job(tmp_path):
     """SIGKILL while job 2 of 3 trains: job 1 stays complete and is skipped on the re-run, job 2
     (no results.json) runs again, continuing from its last MF checkpoint, and job 3 runs."""
-    # stop_patience: job 2 cannot stop early (the dissertation's schedule stops at a plateau
-    # once lr reaches min_lr, which a fast machine reached before the kill landed)
     args = ["-m", "model=mf", "model.epochs=1,30,2", "model.stop_patience=1000000",
             "model.sampling.n_negatives=10", "model.batch_size=1024", *SMALL]
-    proc = linrec(tmp_path, *args, wait=False)
-    deadline = time.time() + 240
-    while time.time() < deadline:
-        found = jobs(tmp_path) if (tmp_path / "multirun").exists() else {}
-        running = found.get("model.epochs=30")
-        if running is not None and (running / "linrec.log").exists() and \
-                "mf epoch 3:" in (running / "linrec.log").read_text():
-            break
-        time.sleep(0.2)
+    proc = linrec(tmp_path, *args, wait=False, prelude=PAUSE_AFTER_EPOCH_3)
+    _wait_for(lambda: (tmp_path / "paused").exists(), "the 30-epoch job never reached epoch 3")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     found = jobs(tmp_path)
@@ -216,18 +216,21 @@ def test_a_killed_sweep_loses_only_the_running_job(tmp_path):
     assert all((p / "results.json").exists() for p in found.values()) and len(found) == 3
     assert (found["model.epochs=1"] / "results.json").stat().st_mtime_ns == stamp
     training = json.loads((found["model.epochs=30"] / "results.json").read_text())["training"]
-    # killed once epoch 3 was logged (a busy machine may have finished a few more first), far
-    # from its 30 epochs; resumed from its checkpoint and trained to the end
     assert [e["epoch"] for e in training["epochs"]] == list(range(1, 31))
-    assert 2 <= training["resumed_from"] < 27
+    assert training["resumed_from"] == 3
 
 
-def _wait_for_epoch(log: Path, epoch: int = 1, timeout: float = 180) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline and not (log.exists() and
-                                          f"mf epoch {epoch}:" in log.read_text()):
+def _wait_for(condition, what: str, guard: float = 600) -> None:
+    """Poll `condition` until it holds; `guard` seconds only keep a hang from lasting."""
+    deadline = time.time() + guard
+    while not condition():
+        assert time.time() < deadline, what
         time.sleep(0.2)
-    assert log.exists() and f"mf epoch {epoch}:" in log.read_text(), "the job never trained"
+
+
+def _wait_for_epoch(log: Path, epoch: int = 1) -> None:
+    _wait_for(lambda: log.exists() and f"mf epoch {epoch}:" in log.read_text(),
+              "the job never trained")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -248,10 +251,8 @@ def test_sigterm_to_a_job_of_a_sweep_marks_it_failed_and_lists_it(tmp_path):
     the command exits 128 + 15 listing it, job 1 complete, job 3 not started."""
     proc = linrec(tmp_path, "-m", "model=mf", "model.epochs=1,100000,2",
                   "model.stop_patience=1000000", *SMALL, wait=False)
-    deadline = time.time() + 180
-    while time.time() < deadline and "model.epochs=100000" not in (
-            jobs(tmp_path) if (tmp_path / "multirun").exists() else {}):
-        time.sleep(0.2)
+    _wait_for(lambda: (tmp_path / "multirun").exists() and
+              "model.epochs=100000" in jobs(tmp_path), "the second job never started")
     _wait_for_epoch(jobs(tmp_path)["model.epochs=100000"] / "linrec.log")
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
@@ -274,11 +275,8 @@ def test_an_internal_error_in_a_job_fails_that_job_not_the_sweep(tmp_path):
               "    if self.lam == 13.0:\n"
               "        raise RuntimeError('injected')\n"
               "    return real(self, train, validation)\n"
-              "ease.EASE._fit = _fit\n"
-              "from linrec.cli import main; main()\n")
-    env = dict(os.environ, LINREC_DATA=str(tmp_path / "cache"), HYDRA_FULL_ERROR="0")
-    proc = subprocess.run([sys.executable, "-c", inject, "-m", "model.lam=13,10", *SMALL],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+              "ease.EASE._fit = _fit\n")
+    proc = linrec(tmp_path, "-m", "model.lam=13,10", *SMALL, prelude=inject)
     assert proc.returncode == 2, proc.stderr
     found = jobs(tmp_path)
     marker = (found["model.lam=13"] / "FAILED").read_text()
@@ -297,10 +295,8 @@ def test_a_worker_killed_outright_is_listed(tmp_path):
     proc = linrec(tmp_path, "-m", "model=mf", "model.epochs=100000,100001",
                   "model.stop_patience=1000000", "hydra/launcher=joblib",
                   "hydra.launcher.n_jobs=2", *SMALL, wait=False)
-    deadline = time.time() + 180
-    while time.time() < deadline and len(
-            jobs(tmp_path) if (tmp_path / "multirun").exists() else {}) < 2:
-        time.sleep(0.2)
+    _wait_for(lambda: (tmp_path / "multirun").exists() and len(jobs(tmp_path)) == 2,
+              "the two jobs never started")
     for job in jobs(tmp_path).values():
         _wait_for_epoch(job / "linrec.log")
     workers = [pid for pid in _children(proc.pid)
@@ -432,10 +428,8 @@ def test_optuna_fails_a_trial_cut_off_by_a_kill_and_the_report_lists_it(tmp_path
     first = linrec(tmp_path, *common, "hydra.sweeper.n_trials=2", "model=mf",
                    "model.epochs=100000", "model.stop_patience=1000000",
                    "model.lr=interval(0.0001, 0.001)", wait=False)
-    deadline = time.time() + 180
-    while time.time() < deadline and not any(
-            "mf epoch 1:" in p.read_text() for p in sweep.rglob("linrec.log")):
-        time.sleep(0.2)
+    _wait_for(lambda: any("mf epoch 1:" in p.read_text() for p in sweep.rglob("linrec.log")),
+              "the trial never trained")
     os.killpg(first.pid, signal.SIGKILL)
     first.wait(timeout=30)
     storage = f"sqlite:///{sweep / 'optuna.db'}"
@@ -461,3 +455,37 @@ def test_a_run_into_the_directory_of_an_older_one_does_not_mix_them(tmp_path):
     assert not (tmp_path / "run" / "ranks_valid.npz").exists()  # the older run's
     record = json.loads((tmp_path / "run" / "results.json").read_text())
     assert set(record["splits"]) == {"test"}
+
+
+#: instead of submitting to SLURM, write the job script the launcher would submit and stop
+CAPTURE_SBATCH = """
+import pathlib, submitit
+def _capture(self, fn, *args):
+    script = self._executor._make_submission_file_text("python -m the_job", "uid")
+    pathlib.Path("job.sbatch").write_text(script)
+    raise SystemExit(0)
+submitit.AutoExecutor.map_array = _capture
+"""
+
+
+def test_the_slurm_launcher_composes_and_writes_its_job_script(tmp_path):
+    """hydra/launcher=submitit_slurm through the real command, without a cluster (a stand-in
+    srun on PATH; the submission is captured): the job script asks for what the command line
+    set, the time limit in minutes, and its logs go under the sweep directory."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "srun").chmod(0o755)
+    proc = run_command(tmp_path, "-m", "hydra/launcher=submitit_slurm",
+                       "hydra.launcher.partition=gpu", "hydra.launcher.timeout_min=120",
+                       "hydra.launcher.cpus_per_task=4", "hydra.launcher.mem_gb=32",
+                       "model.lam=1,2", *SMALL, prelude=CAPTURE_SBATCH,
+                       env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    assert proc.returncode == 0, proc.stderr
+    script = (tmp_path / "job.sbatch").read_text().splitlines()
+    for line in ("#SBATCH --partition=gpu", "#SBATCH --time=120", "#SBATCH --cpus-per-task=4",
+                 "#SBATCH --mem=32GB", "#SBATCH --job-name=linrec"):
+        assert line in script, line
+    (sweep,) = (tmp_path / "multirun").iterdir()
+    assert any(line.startswith(f"#SBATCH --output={sweep}/.submitit/")
+               for line in script)

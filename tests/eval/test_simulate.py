@@ -158,9 +158,20 @@ def test_efficiency_curve_brute_force() -> None:
     assert curve.terminal_unresolved == 10
 
 
-def test_simulation_is_fast_for_100k_targets() -> None:
+def test_simulation_at_100k_targets_keeps_its_laws() -> None:
+    """At the size of a real run (its speed is bench_sampling.py's): E[r] = 1 + (n − 1)·E[θ_R]
+    for the fixed-size ranks (within 5 standard errors), and every adaptive target stops at a
+    size n0·2^j ≤ n_max with its rank inside its set, at rank 1 only at n_max."""
     rng = np.random.default_rng(0)
-    ranks = rng.integers(1, 20_001, 100_000)
-    r = simulate_sampled_ranks(ranks, 20_000, 100, True, rng)
-    a = simulate_adaptive_ranks(ranks, 20_000, rng)
-    assert r.shape == a.sampled_ranks.shape == (100_000,)
+    n_items, n = 20_000, 100
+    ranks = rng.integers(1, n_items + 1, 100_000)
+    r = simulate_sampled_ranks(ranks, n_items, n, True, rng)
+    theta = (ranks - 1) / (n_items - 1)
+    expected = 1 + (n - 1) * theta
+    error = np.sqrt(((n - 1) * theta * (1 - theta)).sum()) / len(ranks)
+    assert abs(r.mean() - expected.mean()) < 5 * error
+    a = simulate_adaptive_ranks(ranks, n_items, rng)
+    sizes, sampled = a.sample_sizes, a.sampled_ranks
+    assert set(np.unique(sizes)) <= {100 * 2**j for j in range(6)}
+    assert np.all((sampled >= 1) & (sampled <= sizes))
+    assert np.all((sampled > 1) | (sizes == 3200))

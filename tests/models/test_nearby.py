@@ -95,7 +95,52 @@ def test_training_decreases_bpr_loss(options: dict) -> None:
     start = LearnedLambda(**BASE, **options, epochs=0).fit(TRAIN)
     trained = LearnedLambda(**BASE, **options, epochs=15, lr=0.05).fit(TRAIN)
     assert trained.bpr_loss(TRAIN, seed=3) < start.bpr_loss(TRAIN, seed=3)
+    scale = BASE["bpr_scale"]  # the objective written apart from the model, on its weights
+    assert _bpr_objective(trained.weights(), scale) < _bpr_objective(start.weights(), scale)
     assert trained.loss_history_.shape == (15,)
+
+
+def _bpr_objective(weights: np.ndarray, scale: float) -> float:
+    """The BPR objective the learners minimise, written out apart from them: the mean over
+    users of the mean over (positive i, unobserved j) of softplus(−t (s_ui − s_uj)), with
+    s = x_u W on the training rows (spec §6.2)."""
+    X = TRAIN.toarray().astype(np.float64)
+    S = X @ weights
+    per_user = []
+    for u in range(X.shape[0]):
+        pos, neg = np.flatnonzero(X[u] > 0), np.flatnonzero(X[u] == 0)
+        if len(pos) and len(neg):
+            gaps = S[u, pos][:, None] - S[u, neg][None, :]
+            per_user.append(np.logaddexp(0.0, -scale * gaps).mean())
+    return float(np.mean(per_user))
+
+
+def test_learned_lambda_reaches_the_optimum_of_the_objective() -> None:
+    """LRR with λ_i free in [λ − c, λ + c] on the top 3 components: the optimum of the objective
+    above, over that box (L-BFGS-B on W(λ) = V_k diag(e/(e + λ_i)) V_kᵀ from numpy's
+    eigendecomposition), lies at λ_i = λ − c here; the learner, from λ_i = λ, gets at least
+    95 % of the way to the optimum's objective, its λ_i in the lowest tenth of the box."""
+    from scipy.optimize import minimize
+
+    rank, lam, c, scale = 3, 5.0, 4.0, 1.0
+    X = TRAIN.toarray().astype(np.float64)
+    eigenvalues, vectors = np.linalg.eigh(X.T @ X)
+    top = np.argsort(eigenvalues)[::-1][:rank]
+    e, v = eigenvalues[top], vectors[:, top]
+
+    def weights(lambdas: np.ndarray) -> np.ndarray:
+        return (v * (e / (e + lambdas))) @ v.T
+
+    optimum = minimize(lambda x: _bpr_objective(weights(x), scale), np.full(rank, lam),
+                       method="L-BFGS-B", bounds=[(lam - c, lam + c)] * rank)
+    start = _bpr_objective(weights(np.full(rank, lam)), scale)
+    model = LearnedLambda(rank=rank, lam=lam, c=c, dtype="float64", bpr_scale=scale,
+                          batch_size=200, n_pairs=64, epochs=100, lr=0.05).fit(TRAIN)
+    learned = _bpr_objective(model.weights(), scale)
+    np.testing.assert_allclose(model.weights(), weights(model.lambdas_), atol=1e-10)
+    assert np.allclose(optimum.x, lam - c)
+    assert learned - optimum.fun <= 0.05 * (start - optimum.fun)
+    assert np.all(model.lambdas_ < lam - c + 0.1 * 2 * c)
 
 
 def test_nearby_item_item_training_decreases_bpr_loss() -> None:
@@ -105,6 +150,9 @@ def test_nearby_item_item_training_decreases_bpr_loss() -> None:
     start = NearbyItemItem(**params, epochs=0).fit(TRAIN)
     trained = NearbyItemItem(**params, epochs=15, lr=0.05).fit(TRAIN)
     assert trained.bpr_loss(TRAIN, seed=3) < start.bpr_loss(TRAIN, seed=3)
+    dense = lambda w: w.toarray() if sp.issparse(w) else w  # noqa: E731
+    assert _bpr_objective(dense(trained.weights()), 5.0) < \
+        _bpr_objective(dense(start.weights()), 5.0)
 
 
 @pytest.mark.parametrize("options", [{}, {"head_tail": True, "rmd": True}])
@@ -200,9 +248,15 @@ def test_early_stopping_with_the_runs_validation_score() -> None:
     targets = sp.csr_matrix(targets.toarray() * (FOLDIN.toarray() == 0))
     valid = EvalSet(users=np.arange(15), foldin=FOLDIN, targets=targets)
     split = Split(TRAIN, valid, valid, strong=True)
-    model = LearnedLambda(**BASE, epochs=6, patience=2, lr=0.05).fit(
-        TRAIN, validation_score(split))
-    assert 1 <= len(model.loss_history_) <= 6
+    score = validation_score(split)
+    model = LearnedLambda(**BASE, epochs=6, patience=2, lr=0.05).fit(TRAIN, score)
+    valid = [record["valid"] for record in model.history_]
+    assert model.best_epoch_ == 1 + int(np.argmax(valid))
+    if model.stop_reason_ == "early_stopping":
+        assert len(valid) == model.best_epoch_ + 2  # patience 2 after the best
+    else:
+        assert model.stop_reason_ == "epochs" and len(valid) == 6
+    assert score(model) == max(valid)  # the best epoch's parameters were kept
 
 
 def test_fit_refuses_an_evaluation_set_in_place_of_a_callback() -> None:

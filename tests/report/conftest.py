@@ -3,12 +3,12 @@ comparison over two seeds, and every study preset over two seeds."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import run_command
 
 SMALL = ["data.source.n_users=400", "data.source.n_items=150", "eval.sampled.repeats=2",
          "eval.sampled.sample_sizes=[20]", "quiet=true"]
@@ -37,13 +37,8 @@ STUDIES = {
 
 
 def linrec(cwd: Path, *args: str, command: str = "main") -> subprocess.CompletedProcess:
-    """`linrec ARGS` (command main) or `linrec-report ARGS` (report) in cwd, with its own cache."""
-    env = dict(os.environ, LINREC_DATA=str(cwd / "cache"), HYDRA_FULL_ERROR="0")
-    entry = {"main": "from linrec.cli import main; main()",
-             "report": "import sys; from linrec.cli import report_main; "
-                       "sys.exit(report_main())"}[command]
-    return subprocess.run([sys.executable, "-c", entry, *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    """`linrec ARGS` (command main) or `linrec-report ARGS` (report) in cwd."""
+    return run_command(cwd, *args, command={"main": "linrec", "report": "linrec-report"}[command])
 
 
 @pytest.fixture(scope="session")
