@@ -7,7 +7,7 @@ import pytest
 
 from linrec.errors import ConfigError
 from linrec.experiment import run
-from tests.test_config import compose_config
+from tests.conftest import compose_config
 
 SMALL = ["data.source.n_users=400", "data.source.n_items=150", "eval.sampled.repeats=2",
          "eval.sampled.sample_sizes=[20]", "quiet=true"]

@@ -8,14 +8,17 @@ import numpy as np
 import pytest
 
 from linrec.cli import recommend_main
-from tests.test_cli import SMALL, run_linrec
+from tests.conftest import run_command
+
+SMALL = ["data.source.n_users=400", "data.source.n_items=150"]
 
 
 @pytest.fixture(scope="module")
 def saved_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("recommend")
-    proc = run_linrec(tmp, *SMALL, "eval.sampled.enabled=false", "figures=false",
-                      "save_model=true", "model.lam=50")
+    proc = run_command(tmp, f"hydra.run.dir={tmp / 'run'}", *SMALL,
+                       "eval.sampled.enabled=false", "figures=false", "save_model=true",
+                       "model.lam=50")
     assert proc.returncode == 0, proc.stderr
     return tmp
 

@@ -1,11 +1,14 @@
-"""Helpers shared by the item-sampling and rank-simulation tests: a chi-square goodness-of-fit
-test and the threshold its p-values must pass. (Import them with
+"""Helpers shared by the evaluation tests: a chi-square goodness-of-fit test and the threshold
+its p-values must pass, and global ranks by brute force. (Import them with
 `from tests.eval.conftest import ...`.)"""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy import stats
+
+from linrec.data.splits import EvalSet
+from linrec.eval.ranks import tie_break_keys_at
 
 P_MIN = 1e-3  # generous threshold of the goodness-of-fit tests (fixed seeds)
 
@@ -24,3 +27,23 @@ def chi2_pvalue(counts: np.ndarray, probs: np.ndarray) -> float:
     if keep.sum() < 2:  # a point mass: the impossible-outcome check above is the whole test
         return 1.0
     return float(stats.chisquare(obs[keep], exp[keep]).pvalue)
+
+
+def brute_force_ranks(scores: np.ndarray, evalset: EvalSet, seed: int) -> dict:
+    """{(row, item): R}, R = 1 + #{candidates j: s_j > s_t or (s_j == s_t and key_j < key_t)}."""
+    out = {}
+    foldin, targets = evalset.foldin.toarray() > 0, evalset.targets.toarray() > 0
+    for r in range(scores.shape[0]):
+        keys = tie_break_keys_at(seed, np.full(scores.shape[1], evalset.users[r]),
+                                 np.arange(scores.shape[1]))
+        candidates = ~foldin[r] & ~targets[r]
+        for t in np.flatnonzero(targets[r]):
+            wins = (scores[r] > scores[r, t]) | ((scores[r] == scores[r, t]) & (keys < keys[t]))
+            out[(r, int(t))] = 1 + int(np.sum(wins & candidates))
+    return out
+
+
+def rank_dict(ranked) -> dict:
+    """{(row, item): rank} of a RankTable or BatchRanks."""
+    return {(int(r), int(i)): int(k)
+            for r, i, k in zip(ranked.rows, ranked.items, ranked.ranks, strict=True)}

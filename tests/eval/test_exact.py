@@ -12,7 +12,7 @@ from linrec.eval.exact import evaluate_exact
 from linrec.eval.metrics import EXACT_METRICS, exact_metrics
 from linrec.eval.ranks import beats, global_ranks, tie_break_keys_at
 from tests.conftest import LinearScores, make_evalset
-from tests.eval.test_ranks import brute_force_ranks, rank_dict
+from tests.eval.conftest import brute_force_ranks, rank_dict
 
 
 class RecordingHook:

@@ -19,27 +19,7 @@ from linrec.eval.ranks import (
     tie_break_keys_at,
 )
 from tests.conftest import LinearScores, make_evalset
-
-
-def brute_force_ranks(scores: np.ndarray, evalset: EvalSet, seed: int) -> dict:
-    """{(row, item): R}, R = 1 + #{candidates j: s_j > s_t or (s_j == s_t and key_j < key_t)}."""
-    out = {}
-    foldin, targets = evalset.foldin.toarray() > 0, evalset.targets.toarray() > 0
-    for r in range(scores.shape[0]):
-        keys = tie_break_keys_at(seed, np.full(scores.shape[1], evalset.users[r]),
-                                 np.arange(scores.shape[1]))
-        candidates = ~foldin[r] & ~targets[r]
-        for t in np.flatnonzero(targets[r]):
-            wins = (scores[r] > scores[r, t]) | ((scores[r] == scores[r, t]) & (keys < keys[t]))
-            out[(r, int(t))] = 1 + int(np.sum(wins & candidates))
-    return out
-
-
-def rank_dict(ranked) -> dict:
-    """{(row, item): rank} of a RankTable or BatchRanks."""
-    return {(int(r), int(i)): int(k)
-            for r, i, k in zip(ranked.rows, ranked.items, ranked.ranks, strict=True)}
-
+from tests.eval.conftest import brute_force_ranks, rank_dict
 
 # --------------------------------------------------------------------------- tie-break keys
 

@@ -355,7 +355,7 @@ def test_bad_settings_are_clear_errors(split, tmp_path, params, match):
 def test_a_cosine_loss_with_dot_scores_fails_at_composition():
     from hydra.errors import ConfigCompositionException
 
-    from tests.studies.conftest import compose_config
+    from tests.conftest import compose_config
 
     with pytest.raises((ConfigError, ConfigCompositionException), match="cosine"):
         from linrec.config import run_config
@@ -374,7 +374,7 @@ def test_the_spec_sampler_and_prior_groups_set_model_sampling(sampler, pool, pri
 
     from linrec.config import run_config
     from linrec.models.samplers import SamplingConfig
-    from tests.studies.conftest import compose_config
+    from tests.conftest import compose_config
 
     model = run_config(compose_config("model=mf", "loss=debiased_ccl", f"sampler={sampler}",
                                       f"prior={prior}")).model

@@ -6,12 +6,12 @@ import pytest
 
 from linrec.errors import ConfigError
 from linrec.report.cli import main
-from tests.report.test_runs import _record, _write
+from tests.report.records import run_record, write_record
 
 
 def test_the_command_writes_and_prints_the_report(tmp_path, capsys):
     for seed in (0, 1):
-        _write(tmp_path / "runs" / f"s{seed}", _record(1.0, seed, 0.3 + 0.1 * seed))
+        write_record(tmp_path / "runs" / f"s{seed}", run_record(1.0, seed, 0.3 + 0.1 * seed))
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--no-figures",
                  "--metrics", "ndcg@10", "--split", "test"]) == 0
     printed = capsys.readouterr().out

@@ -3,35 +3,18 @@ unreadable), the configuration and data keys, the swept settings and the metric 
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
 
 from linrec.errors import DataError
 from linrec.report.runs import data_key, metric_columns, model_label, read_runs, varying_params
-
-
-def _record(lam: float, seed: int, ndcg: float, *, n_items: int = 100, cache: str = "a") -> dict:
-    return {"dataset": {"name": "synthetic"}, "model": "ease", "seed": seed,
-            "config": {"seed": seed, "model": {"name": "ease", "lam": lam, "num_threads": 4,
-                                               "seed": seed},
-                       "data": {"source": {"n_items": n_items}, "cache_dir": cache}},
-            "selection": {"metric": "ndcg@10", "split": "valid", "value": ndcg / 2},
-            "splits": {"test": {"exact": {"ndcg@10": ndcg, "auc": 0.8}},
-                       "valid": {"exact": {"ndcg@10": ndcg / 2}}},
-            "timings": {"fit": 1.5}}
-
-
-def _write(path, record):
-    path.mkdir(parents=True)
-    (path / "results.json").write_text(json.dumps(record))
+from tests.report.records import run_record, write_record
 
 
 def test_every_run_directory_is_one_row(tmp_path):
-    _write(tmp_path / "a", _record(1.0, 0, 0.3))
-    _write(tmp_path / "b", _record(1.0, 1, 0.4, cache="elsewhere"))
-    _write(tmp_path / "c", _record(10.0, 0, 0.5))
+    write_record(tmp_path / "a", run_record(1.0, 0, 0.3))
+    write_record(tmp_path / "b", run_record(1.0, 1, 0.4, cache="elsewhere"))
+    write_record(tmp_path / "c", run_record(10.0, 0, 0.5))
     (tmp_path / "failed" / ".hydra").mkdir(parents=True)
     (tmp_path / "failed" / "FAILED").write_text("ConfigError: bad\nmore\n")
     (tmp_path / "half" / ".hydra").mkdir(parents=True)
@@ -63,9 +46,9 @@ def test_every_run_directory_is_one_row(tmp_path):
 
 
 def test_keys_and_labels():
-    assert data_key(_record(1.0, 0, 0.1)) == data_key(_record(5.0, 3, 0.2, cache="b"))
-    assert data_key(_record(1.0, 0, 0.1)) != data_key(_record(1.0, 0, 0.1, n_items=99))
-    assert data_key(_record(1.0, 0, 0.1)).startswith("synthetic:")
+    assert data_key(run_record(1.0, 0, 0.1)) == data_key(run_record(5.0, 3, 0.2, cache="b"))
+    assert data_key(run_record(1.0, 0, 0.1)) != data_key(run_record(1.0, 0, 0.1, n_items=99))
+    assert data_key(run_record(1.0, 0, 0.1)).startswith("synthetic:")
     assert model_label({"name": "mf", "loss": {"name": "ccl", "margin": 0.9}}, "mf") == "mf/ccl"
     assert model_label({"name": "ease", "lam": 1.0}, None) == "ease"
 

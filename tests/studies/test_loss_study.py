@@ -9,7 +9,7 @@ import json
 import pytest
 
 from linrec.experiment import run
-from tests.studies.conftest import compose_config
+from tests.conftest import compose_config
 
 DATASET = ("{{source: {{name: synthetic, n_users: 200, n_items: 80, mean_user_interactions: 12.0,"
            " seed: {seed}}}, split: {{kind: holdout, valid_fraction: 0.15}}}}")
