@@ -48,6 +48,7 @@ def run_command(cwd: Path, *args: str, command: str = "linrec", prelude: str = "
     it (`prelude`: Python code run first, to inject a fault; `env`: extra variables).
     wait=False: the running process (its own session, so that a signal reaches every child),
     else the finished one; `timeout` only guards against a hang."""
+    Path(cwd).mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, LINREC_DATA=str(Path(cwd) / "cache"), HYDRA_FULL_ERROR="0",
                **(env or {}))
     cmd = [sys.executable, "-c", prelude + COMMANDS[command], *args]

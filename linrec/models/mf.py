@@ -40,6 +40,7 @@ from linrec.models.training import (
     EpochDriver,
     NonFiniteLoss,
     PlateauSchedule,
+    TorchTrainerState,
     batch_order,
     progress,
 )
@@ -160,7 +161,7 @@ class MF(Recommender):
         self.n_items_ = n_items
 
 
-class MFTrainer:
+class MFTrainer(TorchTrainerState):
     """One step after another of an MF fit, for the epoch driver (`training.EpochTrainer`):
     batches of (user, positive) pairs in a fresh order every epoch, the sampler's draws, the
     loss, clipping and the optimizer step. The model's tables are its parameters."""
@@ -189,15 +190,6 @@ class MFTrainer:
     # -- what the driver reads and sets ------------------------------------------------------
 
     @property
-    def learning_rate(self) -> float:
-        return self.optimizer.param_groups[0]["lr"]
-
-    @learning_rate.setter
-    def learning_rate(self, value: float) -> None:
-        for group in self.optimizer.param_groups:
-            group["lr"] = value
-
-    @property
     def divergence_hint(self) -> str:
         return (f"lower model.lr (now {self.learning_rate:g}), raise model.temperature or "
                 "model.reg, or use model.similarity=cosine")
@@ -211,16 +203,10 @@ class MFTrainer:
             self.model._users.copy_(params["users"])
             self.model._items.copy_(params["items"])
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(),
-                "generator": self.generator.get_state()}
-
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        super().load_state_dict(state)
         if self.cfg.optimizer == "adam":  # the config's, not the file's
             self.optimizer.param_groups[0]["weight_decay"] = self.table_reg
-        # a generator's state is a CPU byte tensor whatever its device
-        self.generator.set_state(state["generator"].cpu())
 
     # -- an epoch ----------------------------------------------------------------------------
 

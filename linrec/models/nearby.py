@@ -32,7 +32,13 @@ from linrec.models.base import Recommender, Validation, binary_pattern
 from linrec.models.configs import LearnedLambdaConfig, NearbyHTConfig
 from linrec.models.ease import ITEM_ITEM_MODELS
 from linrec.models.spectral import LRR, compute_spectrum
-from linrec.models.training import EpochDriver, PlateauSchedule, batch_order, progress
+from linrec.models.training import (
+    EpochDriver,
+    PlateauSchedule,
+    TorchTrainerState,
+    batch_order,
+    progress,
+)
 
 _SCORE_BATCH = 1024
 
@@ -149,7 +155,7 @@ class _BPRNearby(Recommender):
         return getattr(torch, self.dtype)
 
 
-class BPRTrainer:
+class BPRTrainer(TorchTrainerState):
     """The nearby models' step, for the epoch driver (`training.EpochTrainer`): every epoch the
     users with interactions in a fresh order, in batches; per batch the model's BPR loss
     (`_BPRNearby._batch_loss`) and one Adam step on its parameters `params_`."""
@@ -162,15 +168,6 @@ class BPRTrainer:
         self.optimizer = torch.optim.Adam(list(model.params_.values()), lr=model.lr)
         self.active = np.flatnonzero(np.diff(pattern.indptr) > 0)
 
-    @property
-    def learning_rate(self) -> float:
-        return self.optimizer.param_groups[0]["lr"]
-
-    @learning_rate.setter
-    def learning_rate(self, value: float) -> None:
-        for group in self.optimizer.param_groups:
-            group["lr"] = value
-
     def parameters(self) -> dict[str, torch.Tensor]:
         return {key: value.detach().clone() for key, value in self.model.params_.items()}
 
@@ -178,14 +175,6 @@ class BPRTrainer:
         with torch.no_grad():
             for key, value in params.items():
                 self.model.params_[key].copy_(value)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(),
-                "generator": self.generator.get_state()}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.generator.set_state(state["generator"].cpu())
 
     def train_epoch(self, epoch: int) -> dict[str, float]:
         """One pass over the active users: the mean BPR loss per user."""

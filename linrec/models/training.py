@@ -81,6 +81,32 @@ class EpochTrainer(Protocol):
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
+class TorchTrainerState:
+    """What every EpochTrainer with a torch optimizer `optimizer` and a random generator
+    `generator` shares: the learning rate (of every parameter group) and the resume state."""
+
+    optimizer: torch.optim.Optimizer
+    generator: torch.Generator
+
+    @property
+    def learning_rate(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = value
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        # a generator's state is a CPU byte tensor whatever its device
+        self.generator.set_state(state["generator"].cpu())
+
+
 class PlateauSchedule:
     """The learning-rate schedule on the validation metric (higher is better), as torch's
     ReduceLROnPlateau: after more than `patience` non-improving evaluations since the last
