@@ -334,7 +334,7 @@ class IALS(_FactorModel):
 
     def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
         """`epochs` sweeps (users, then items) over train (users x items, binary)."""
-        pattern = binary_pattern(train, f"{self.name}.fit")
+        pattern = train  # binary (Recommender.fit)
         n_users, n_items = pattern.shape
         ops = _make_ops(self.backend, self.dtype, self.num_threads)
         user_blocks, item_blocks, user_reg, item_reg = self._training_blocks(pattern, ops)
@@ -635,7 +635,7 @@ class WMF(_FactorModel):
         """`iterations` ALS sweeps of implicit on train (users x items, binary)."""
         from implicit.cpu.als import AlternatingLeastSquares
 
-        pattern = binary_pattern(train, "wmf.fit").astype(np.float32)
+        pattern = train.astype(np.float32)  # binary (Recommender.fit)
         history: list[float] = []
         with blas_threads(1), warnings.catch_warnings():
             # implicit warns about BLAS threads once per process; BLAS is limited here

@@ -86,6 +86,8 @@ class Recommender(ABC):
     config_class: ClassVar[type[ModelConfig]]
     #: whether the model can score users it never saw, from their fold-in rows
     supports_strong_generalization: bool = True
+    #: whether fit sees the interaction pattern (implicit feedback) rather than the values
+    binary_input: ClassVar[bool] = True
 
     def __init__(self, config: ModelConfig | None = None, /, **params: Any) -> None:
         if config is None:
@@ -108,13 +110,17 @@ class Recommender(ABC):
     # -- fit ----------------------------------------------------------------------------------
 
     def fit(self, train: sp.spmatrix, validation: Validation | None = None) -> Recommender:
-        """Learn from train (users x items, binary). validation: model -> validation score, for
-        models that select epochs (`linrec.eval.validation_score` builds one). Returns self."""
+        """Learn from train (users x items), binary in every linrec split. A model whose
+        `binary_input` is true sees the interaction pattern (every stored non-zero is a 1);
+        the others take the values as given (weights, counts). validation: model -> validation
+        score, for models that select epochs (`linrec.eval.validation_score` builds one).
+        Returns self."""
         if validation is not None and not callable(validation):
             raise ConfigError(f"{self.name}.fit: validation must be a callable model -> score "
                               "(linrec.eval.validation_score(split)), got "
                               f"{type(validation).__name__}")
-        matrix = check_train(train, f"{self.name}.fit")
+        where = f"{self.name}.fit"
+        matrix = binary_pattern(train, where) if self.binary_input else check_train(train, where)
         self._fit(matrix, validation)
         self.n_items_ = matrix.shape[1]
         return self

@@ -47,6 +47,8 @@ class ItemKNN(Recommender):
     The neighbours N_k(j) of item j are its k most similar items (positive similarity only);
     W_ij = sim(i, j) for i ∈ N_k(j), else 0 (sparse), and score(u, j) = Σ_{i ∈ I_u} W_ij."""
 
+    binary_input = False  # cosine similarity of weighted interactions as they are
+
     config_class = ItemKNNConfig
 
     def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
@@ -116,6 +118,8 @@ class SLIM(Recommender):
     one column at a time with scikit-learn's ElasticNet (coordinate descent), columns in parallel
     (joblib, `n_jobs` processes). ElasticNet minimizes 1/(2m)‖y − Xw‖² + αρ‖w‖₁ + ½α(1−ρ)‖w‖²,
     so α = (l1 + l2)/m and ρ = l1/(l1 + l2) for m users."""
+
+    binary_input = False  # the regression takes weighted interactions as they are
 
     config_class = SLIMConfig
 

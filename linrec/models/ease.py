@@ -44,7 +44,9 @@ class ItemItemRecommender(Recommender):
     a threaded kernel). `users` is ignored. `num_threads` caps the threads of fit and score
     (0: all cores)."""
 
-    W: np.ndarray
+    binary_input = False  # the closed form takes weighted interactions as they are
+
+    W_: np.ndarray
 
     def _weights_from_gram(self, G: np.ndarray) -> np.ndarray:
         """W from the dense Gram matrix G (n x n, may be overwritten)."""

@@ -31,7 +31,7 @@ import torch
 from linrec.errors import ConfigError
 from linrec.hardware import torch_threads
 from linrec.models import mf_optim
-from linrec.models.base import Recommender, Validation, binary_pattern
+from linrec.models.base import Recommender, Validation
 from linrec.models.configs import MFConfig
 from linrec.models.linalg import thread_count
 from linrec.models.mf_ops import keep_freed_memory, normalize_rows, sampled_dot
@@ -129,7 +129,7 @@ class MF(Recommender):
 
     def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
         self._check_config()
-        pattern = binary_pattern(train, "mf.fit")
+        pattern = train  # binary (Recommender.fit)
         cfg = self.config
         with torch_threads(thread_count(self.num_threads)):
             keep_freed_memory()

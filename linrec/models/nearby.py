@@ -79,7 +79,7 @@ class _BPRNearby(Recommender):
     def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
         """Closed form, then `epochs` epochs of BPR + Adam; with a validation callback and
         patience > 0, early stopping on its score (the best epoch's parameters are kept)."""
-        pattern = binary_pattern(train, f"{self.name}.fit")
+        pattern = train  # binary (Recommender.fit)
         self._setup(pattern)
         self.train_ = pattern
         early_stopping = validation is not None and self.patience > 0

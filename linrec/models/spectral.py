@@ -216,6 +216,8 @@ class SpectralFilterModel(Recommender):
     Scores are ((foldin @ V_k) ⊙ f) V_kᵀ; W is never formed.
     """
 
+    binary_input = False  # the closed form takes weighted interactions as they are
+
     def filter(self, spectrum: Spectrum) -> np.ndarray:
         """f float64 (k,) applied to the k leading components of `spectrum`."""
         raise NotImplementedError

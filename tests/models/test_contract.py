@@ -2,7 +2,8 @@
 RecommenderBaseTestMixin does for its models): default settings fit a small catalogue; scores
 have the right shape, are finite and rank each row's items (not constant); `recommend` lists
 the best items of the masked scores, best first, never a fold-in item; the same config gives
-the same numbers; a saved model loads with the same scores; the same bad input is the same
+the same numbers; a model that learns from the interaction pattern (`binary_input`) is blind
+to the stored values; a saved model loads with the same scores; the same bad input is the same
 error type for every model; and fitted attributes follow one naming rule."""
 
 from __future__ import annotations
@@ -64,6 +65,12 @@ def test_the_recommender_contract(name, split, tmp_path):
 
     again = build_model(name, **_params(name)).fit(split.train)
     np.testing.assert_array_equal(again.score(test.foldin, test.users), scores)
+
+    if model.binary_input:  # implicit feedback: a stored 3 is an interaction like a 1
+        weighted = split.train.copy()
+        weighted.data = weighted.data * 3.0
+        again = build_model(name, **_params(name)).fit(weighted)
+        np.testing.assert_array_equal(again.score(test.foldin, test.users), scores)
 
     model.save(tmp_path / "model.pkl")
     loaded = type(model).load(tmp_path / "model.pkl")
