@@ -2,6 +2,10 @@
 
 - `<dataset>_<metric>_vs_k_<split>`: the metric family of the selection against every K the runs
   report, one line per model (its chosen configuration, mean over seeds);
+- `<dataset>_<metric>_vs_<setting>_<split>`: when the models were swept over one and the same
+  numeric setting (the number of negatives, a temperature, a loss weight), each shown metric of
+  the split against it, one line per model (`mf/ccl`, `mf/mse`: one per loss), mean ± std over
+  seeds, the seeds counted in the legend;
 - `<dataset>_<model>_grid_<split>`: a model swept over two numeric settings, its validation
   selection value (mean over seeds) as a heat map;
 - `<dataset>_<model>_training_<split>`: a trained model's loss and validation metric per epoch
@@ -47,6 +51,9 @@ def report_figures(group: Any, results: Sequence[Any], split: str, metrics: Sequ
     if columns:
         fig = _metric_vs_k(group, results, family, columns, split, dataset)
         written += save_figure_formats(fig, figures_dir / f"{stem}_{family}_vs_k_{split}")
+    for metric, setting, fig in _sweep_lines(group, metrics, split, dataset):
+        written += save_figure_formats(
+            fig, figures_dir / f"{stem}_{slug(metric)}_vs_{slug(short_param(setting))}_{split}")
     for model, rows in group.groupby("model"):
         fig = _grid(rows, str(model))
         if fig is not None:
@@ -87,6 +94,54 @@ def _metric_vs_k(group: Any, results: Sequence[Any], family: str, columns: Seque
     ax.legend(frameon=False, fontsize="small")
     ax.grid(alpha=0.3, which="both")
     return fig
+
+
+def _numeric(column: Any) -> bool:
+    values = column.dropna()
+    return len(values) > 0 and values.map(
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all()
+
+
+def _sweep_lines(group: Any, metrics: Sequence[str], split: str,
+                 dataset: str) -> list[tuple[str, str, Any]]:
+    """(metric, setting, figure) per shown metric, when every model that was swept varies the
+    same one numeric setting (and nothing else); none otherwise."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    swept = {str(model): varying_params(rows) for model, rows in group.groupby("model")}
+    settings = {tuple(v) for v in swept.values() if v}
+    if len(settings) != 1 or len(next(iter(settings))) != 1:
+        return []
+    (setting,) = next(iter(settings))
+    models = [m for m, v in swept.items() if v]
+    if not _numeric(group[group["model"].isin(models)][setting]):
+        return []
+    out = []
+    for metric in (m for m in metrics if m in group and group[m].notna().any()):
+        fig = Figure(figsize=(6.4, 4.0))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        xs_all: list[float] = []
+        for model in models:
+            rows = group[group["model"] == model]
+            by_value = rows.groupby(setting)[metric]
+            xs = sorted(by_value.groups)
+            xs_all += [float(x) for x in xs]
+            means = [float(by_value.get_group(x).astype(float).mean()) for x in xs]
+            stds = [float(by_value.get_group(x).astype(float).std(ddof=0)) for x in xs]
+            seeds = int(rows.groupby(setting)["seed"].nunique().min())
+            ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3,
+                        label=f"{model} ({seeds} seed{'s' if seeds != 1 else ''})")
+        if min(xs_all) > 0 and max(xs_all) / min(xs_all) >= 10:
+            ax.set_xscale("log")
+        ax.set_xlabel(short_param(setting))
+        ax.set_ylabel(f"{metric} ({split})")
+        ax.set_title(f"{dataset}: {metric} against {short_param(setting)}")
+        ax.legend(frameon=False, fontsize="small")
+        ax.grid(alpha=0.3, which="both")
+        out.append((metric, setting, fig))
+    return out
 
 
 def _grid(rows: Any, model: str) -> Any | None:

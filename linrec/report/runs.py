@@ -174,7 +174,12 @@ def varying_params(frame: Any, by_model: bool = False) -> list[str]:
         return out
     out = []
     for column in (c for c in frame.columns if c.startswith("param.")):
-        values = frame[column].astype(str)  # a setting missing in some runs varies too
+        # a setting missing in some runs varies too (pandas' own str would keep it missing)
+        values = frame[column].map(lambda v: "<missing>" if _missing(v) else repr(v))
         if frame[column].notna().any() and values.nunique() > 1:
             out.append(column)
     return out
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)

@@ -140,3 +140,47 @@ def test_a_grid_heat_map_shows_the_mean_selection_value(comparison):
     expected = pd.DataFrame(rows).groupby(["param.rank", "param.lam"])["selection_value"].mean()
     np.testing.assert_allclose(np.asarray(image), expected.to_numpy().reshape(2, 2), rtol=1e-12)
     assert "ndcg@100 on valid" in fig.axes[0].get_title()
+
+
+def _sweep_record(loss: str, negatives: int, seed: int, recall: float) -> dict:
+    return {"dataset": {"name": "toy"}, "model": "mf", "seed": seed,
+            "config": {"seed": seed, "data": {"source": {"name": "toy"}},
+                       "model": {"name": "mf", "seed": seed, "loss": {"name": loss},
+                                 "sampling": {"n_negatives": negatives}}},
+            "selection": {"metric": "recall@20", "split": "valid", "value": recall},
+            "splits": {"test": {"exact": {"recall@20": recall, "ndcg@20": recall / 2}}}}
+
+
+def test_a_sweep_over_one_setting_is_one_line_per_loss(tmp_path):
+    """Two losses swept over the number of negatives, two seeds each: one figure per metric,
+    one line per loss at the mean over seeds with its std as the error bar."""
+    from linrec.report.figures import _sweep_lines
+    from linrec.report.runs import read_runs
+    from tests.report.records import write_record
+
+    values = {("ccl", 10): (0.10, 0.12), ("ccl", 100): (0.20, 0.22), ("ccl", 1000): (0.25, 0.25),
+              ("mse", 10): (0.05, 0.07), ("mse", 100): (0.08, 0.08), ("mse", 1000): (0.09, 0.11)}
+    for (loss, negatives), recalls in values.items():
+        for seed, recall in enumerate(recalls):
+            write_record(tmp_path / f"{loss}_{negatives}_{seed}",
+                         _sweep_record(loss, negatives, seed, recall))
+    group = read_runs([tmp_path]).complete
+    figures = _sweep_lines(group, ["recall@20", "ndcg@20"], "test", "toy")
+    assert [(m, s) for m, s, _ in figures] == [("recall@20", "param.sampling.n_negatives"),
+                                               ("ndcg@20", "param.sampling.n_negatives")]
+    ax = figures[0][2].axes[0]
+    assert ax.get_xscale() == "log" and ax.get_xlabel() == "sampling.n_negatives"
+    lines = {c.get_label(): c for c in ax.containers}  # an errorbar plot: one per loss
+    assert sorted(lines) == ["mf/ccl (2 seeds)", "mf/mse (2 seeds)"]
+    x, y = lines["mf/ccl (2 seeds)"].lines[0].get_data()
+    np.testing.assert_allclose(np.asarray(x, float), [10, 100, 1000])
+    np.testing.assert_allclose(np.asarray(y, float), [0.11, 0.21, 0.25])
+    (bars,) = lines["mf/ccl (2 seeds)"].lines[2]
+    half = [seg[1][1] - seg[0][1] for seg in bars.get_segments()]
+    np.testing.assert_allclose(half, [0.02, 0.02, 0.0], atol=1e-12)  # 2 std (± std each way)
+    # a second swept setting: no line figure (the heat map or nothing takes over)
+    write_record(tmp_path / "other", {**_sweep_record("ccl", 10, 3, 0.1), "config": {
+        "seed": 3, "data": {"source": {"name": "toy"}},
+        "model": {"name": "mf", "seed": 3, "loss": {"name": "ccl"}, "dim": 8,
+                  "sampling": {"n_negatives": 10}}}})
+    assert _sweep_lines(read_runs([tmp_path]).complete, ["recall@20"], "test", "toy") == []

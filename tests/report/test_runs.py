@@ -70,3 +70,11 @@ def test_nothing_to_read_is_a_clear_error(tmp_path):
         read_runs([tmp_path / "missing"])
     with pytest.raises(DataError, match="no runs below"):
         read_runs([tmp_path])
+
+
+def test_a_setting_missing_in_some_runs_varies():
+    """A field only some runs have (a newer setting, another loss's parameter) is swept: its
+    missing value is a value of its own (pandas 3 keeps NaN missing under astype(str))."""
+    frame = pd.DataFrame({"param.lam": [1.0, 1.0, 1.0], "param.dim": [None, None, 8.0],
+                          "param.k": [None, None, None]})
+    assert varying_params(frame) == ["param.dim"]
