@@ -113,3 +113,27 @@ def test_per_dataset_settings_name_losses_of_the_study():
     with pytest.raises(ConfigError, match=r"study.per_dataset.gowalla: \['mine_pluss'\] are not"):
         run_config(compose_config("experiment=loss_study",
                                   "+study.per_dataset.gowalla.mine_pluss.temperature=0.5"))
+
+
+#: the dissertation's Table 19 (MINE+: λ, t, L2, N) and Table 20 (debiased CCL: λ, ε, L2, N, M)
+TABLE_19 = {"yelp2018": (1.1, 0.5, 1e-8, 800), "gowalla": (1.2, 0.4, 1e-8, 800),
+            "amazon_book": (1.1, 0.4, 1e-8, 800)}
+TABLE_20 = {"yelp2018": (0.4, 0.9, 1e-9, 800, 10), "gowalla": (0.7, 0.9, 1e-9, 800, 20),
+            "amazon_book": (0.6, 0.4, 1e-9, 800, 50)}
+
+
+@pytest.mark.parametrize("dataset", sorted(TABLE_19))
+def test_the_per_dataset_presets_are_tables_19_and_20(dataset):
+    from linrec.config import run_config
+
+    mine = run_config(compose_config(f"experiment=mf_mine_plus_{dataset}")).model
+    assert (mine.loss.name, mine.similarity) == ("mine_plus", "cosine")
+    assert (mine.loss.negative_weight, mine.temperature, mine.reg,
+            mine.sampling.n_negatives) == TABLE_19[dataset]
+    ccl = run_config(compose_config(f"experiment=mf_debiased_ccl_{dataset}")).model
+    assert (ccl.loss.name, ccl.loss.reduction) == ("debiased_ccl", "sum")
+    assert (ccl.loss.negative_weight, ccl.loss.margin, ccl.reg, ccl.sampling.n_negatives,
+            ccl.sampling.n_positives) == TABLE_20[dataset]
+    for model in (mine, ccl):  # the schedule the presets state
+        assert (model.lr_factor, model.lr_patience, model.min_lr, model.stop_patience) == \
+            (0.5, 0, 1e-6, 0)
