@@ -114,4 +114,4 @@ def register_configs() -> None:
     for name, cls in STUDY_CONFIGS.items():
         # untyped, so that `~study.models +study.models={...}` can replace a study's model set;
         # unknown fields still fail at composition, bad values when the run starts (StudyConfig)
-        store.store(group="study", name=name, node=cls().to_dict())
+        store.store(group="study", name=name, node=cls.defaults())

@@ -243,6 +243,19 @@ class Params:
         obj.__post_init__()
         return obj
 
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """Every field's default as plain data, without the checks (a config whose defaults
+        are not a valid config on their own, such as a study without datasets, has them too);
+        a field without a default is left out."""
+        out = {}
+        for f in dataclasses.fields(cls):
+            if f.default is not dataclasses.MISSING:
+                out[f.name] = _plain(f.default)
+            elif f.default_factory is not dataclasses.MISSING:
+                out[f.name] = _plain(f.default_factory())
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data (nested configs as dicts, tuples as lists), e.g. for results.json."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}

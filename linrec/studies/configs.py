@@ -107,7 +107,9 @@ class LossStudyConfig(StudyConfig):
     settings Tables 19 and 20 publish per dataset)."""
 
     name: str = "loss_study"
-    datasets: dict[str, Any] = param({"synthetic": {"source": {"name": "synthetic"}}})
+    datasets: dict[str, Any] = param({}, doc="label -> data config; none by default, so that "
+                                         "a preset's datasets are the study's (a default "
+                                         "merged into them)")
     models: dict[str, Any] = param({"ccl": {"loss": {"name": "ccl"}},
                                     "debiased_ccl": {"loss": {"name": "debiased_ccl"}}},
                                    doc="label -> MF fields (loss included)")

@@ -137,3 +137,35 @@ def test_the_per_dataset_presets_are_tables_19_and_20(dataset):
     for model in (mine, ccl):  # the schedule the presets state
         assert (model.lr_factor, model.lr_patience, model.min_lr, model.stop_patience) == \
             (0.5, 0, 1e-6, 0)
+
+
+def _documented(text: str) -> list[str]:
+    """The arguments of the first `linrec experiment=loss_study …` command in `text` (a line
+    ending in a backslash continues it; a leading `#` of a YAML comment is dropped)."""
+    import shlex
+
+    lines = [line.lstrip("#").strip() for line in text.splitlines()]
+    start = next(i for i, line in enumerate(lines)
+                 if line.startswith("linrec experiment=loss_study"))
+    command = ""
+    for line in lines[start:]:
+        command += " " + line.split("  #")[0].rstrip("\\").strip()
+        if not line.endswith("\\"):
+            break
+    return shlex.split(command)[1:]
+
+
+@pytest.mark.parametrize("where", ["README.md", "conf/experiment/loss_study.yaml"])
+def test_the_documented_command_sets_the_three_datasets_paths(where):
+    """`study.datasets.<d>.path=…` as the docs write it (no `+`), and the study's datasets are
+    the preset's three, not a schema default merged in."""
+    from pathlib import Path
+
+    from linrec.config import run_config
+
+    root = Path(__file__).resolve().parents[2]
+    args = _documented((root / where).read_text())
+    study = run_config(compose_config(*args)).study
+    assert sorted(study.datasets) == ["amazon-book", "gowalla", "yelp2018"]
+    paths = {a.split("=")[0].split(".")[2]: a.split("=")[1] for a in args if ".path=" in a}
+    assert paths and all(study.datasets[d]["path"] == p for d, p in paths.items())
