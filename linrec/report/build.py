@@ -10,7 +10,14 @@ from typing import Any
 
 from linrec.errors import ConfigError
 from linrec.report._format import fmt_value, relative_run, short_param
-from linrec.report.compare import MARKERS, add_significance, best_configurations, best_per_metric
+from linrec.report.compare import (
+    MARKERS,
+    add_significance,
+    best_configurations,
+    best_per_metric,
+    configuration_result,
+    parse_baseline,
+)
 from linrec.report.render import Num, Section, Table, csv_text, html_page, latex, markdown
 from linrec.report.runs import Runs, metric_columns, read_runs, varying_params
 from linrec.report.studies import SPLIT_NOTE, read_studies
@@ -116,6 +123,16 @@ def _chosen_metrics(complete: Any, metrics: Sequence[str] | None, split: str) ->
     return chosen or present[:6]
 
 
+def _csv_row(*fields: str) -> str:
+    """One CSV line (fields with a comma or a quote quoted)."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow(fields)
+    return buf.getvalue()
+
+
 @dataclass
 class _DatasetPart:
     """The report's part on one dataset and split protocol."""
@@ -138,10 +155,18 @@ def _dataset_part(evaluated: Any, dataset: str, dirs: Sequence[Path], split: str
     shown = [m for m in chosen if evaluated[m].notna().any()] or chosen
     every_run = runs_table(evaluated, split, shown, params, dataset, dirs)
     results = best_configurations(evaluated, shown)
+    model, settings = parse_baseline(baseline)
+    if settings:  # one configuration of a model: compared as an entry of its own
+        chosen_base = configuration_result(evaluated, model, settings, shown)
+        if chosen_base is not None:
+            results.append(chosen_base)
+            baseline = chosen_base.model
+        else:
+            baseline = f"{model} [{', '.join(f'{k}={v}' for k, v in settings.items())}]"
     note = add_significance(results, baseline, split, shown) if len(results) > 1 else \
         "one model only: nothing to compare"
     comparison = comparison_table(results, split, shown, dataset, baseline, alpha, note)
-    significance = [f"{dataset},{r.model},{baseline},{metric},{test},{p!r}"
+    significance = [_csv_row(dataset, r.model, baseline, metric, test, repr(p))
                     for r in results for metric, tests in r.pvalues.items()
                     for test, p in tests.items()]
     figs = [] if figures_dir is None else \

@@ -7,7 +7,7 @@ from linrec.report.build import DEFAULT_BASELINE, DEFAULT_METRICS, build_report
 
 def main(argv: list[str] | None = None) -> int:
     """`linrec-report DIR... [--split test|valid] [--out DIR] [--metrics m@K,...]
-    [--baseline MODEL] [--alpha 0.05] [--no-figures]`."""
+    [--baseline 'MODEL [setting=value ...]'] [--alpha 0.05] [--no-figures]`."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -23,8 +23,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated metric@K columns (default: those of "
                              f"{','.join(DEFAULT_METRICS)} that were computed)")
     parser.add_argument("--baseline", default=DEFAULT_BASELINE,
-                        help=f"model the others are tested against (default {DEFAULT_BASELINE};"
-                             " with a loss: mf/ccl)")
+                        help=f"what the others are tested against: a model (default "
+                             f"{DEFAULT_BASELINE}; with a loss: mf/ccl), its best configuration, "
+                             "or one configuration of it: 'ease lam=100'")
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level")
     parser.add_argument("--no-figures", action="store_true", help="tables only")
     args = parser.parse_args(argv)

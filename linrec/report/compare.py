@@ -13,14 +13,16 @@ models compared (per metric).
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from linrec.errors import ConfigError
 from linrec.eval.metrics import exact_metrics, parse_metric_key
 from linrec.eval.ranks import RankTable
 from linrec.eval.significance import holm, paired_t, wilcoxon_signed_rank
@@ -87,6 +89,48 @@ def best_configurations(frame: Any, metrics: Sequence[str]) -> list[ModelResult]
             selection=None if math.isnan(best[0]) else best[0],
             means=means, stds=stds, n_configurations=len(by_config)))
     return out
+
+
+def parse_baseline(text: str) -> tuple[str, dict[str, str]]:
+    """`--baseline` as (model, settings): a model (`ease`, `mf/ccl`), optionally followed by
+    settings of one of its configurations (`ease lam=100`, `mf/ccl sampling.n_negatives=800`)."""
+    model, *settings = text.split()
+    pairs = {}
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep or not key or not value:
+            raise ConfigError(f"--baseline {text!r}: {setting!r} is not a setting=value pair; "
+                              "e.g. --baseline 'ease lam=100'")
+        pairs[key.removeprefix("model.").removeprefix("param.")] = value
+    return model, pairs
+
+
+def _matches(value: Any, written: str) -> bool:
+    """Whether a run's setting equals its value as written on the command line."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return math.isclose(float(value), float(written), rel_tol=1e-9, abs_tol=0.0)
+        except ValueError:
+            return False
+    return str(value).lower() == written.lower()
+
+
+def configuration_result(frame: Any, model: str, settings: Mapping[str, str],
+                         metrics: Sequence[str]) -> ModelResult | None:
+    """The ModelResult of the runs of `model` whose settings are `settings` (all its seeds),
+    labelled `model [k=v, ...]`; None when no run has them."""
+    rows = frame[frame["model"] == model]
+    for key, value in settings.items():
+        column = f"param.{key}"
+        if column not in rows:
+            return None
+        rows = rows[rows[column].map(lambda v, value=value: _matches(v, value))]
+    if rows.empty:
+        return None
+    (result,) = best_configurations(rows.assign(config_key="baseline"), metrics)
+    label = ", ".join(f"{k}={v}" for k, v in settings.items())
+    return dataclasses.replace(result, model=f"{model} [{label}]", params={},
+                               n_configurations=1)
 
 
 def per_user_values(runs: Sequence[str], split: str, metrics: Sequence[str]

@@ -261,3 +261,17 @@ def _check_study_numbers(root: Path, by_title: dict, study_md: list) -> None:
                 assert float(cells[f"test {key}"]) == pytest.approx(
                     rec["splits"]["test"]["exact"][key], abs=5e-5)
     assert study_md
+
+
+def test_the_baseline_can_be_one_configuration_of_a_sweep(comparison, tmp_path):
+    """`--baseline 'lrr rank=5 lam=100'`: that configuration is a row of its own, every other
+    model is tested against its runs, and the significance CSV stays one field per column."""
+    build_report([comparison / "multirun"], out=tmp_path, baseline="lrr rank=5 lam=100",
+                 figures=False)
+    rows = list(csv.reader(io.StringIO((tmp_path / "significance_test.csv").read_text())))
+    assert rows[0] == ["dataset", "model", "baseline", "metric", "test", "p_holm"]
+    assert {len(r) for r in rows} == {6}
+    assert {r[2] for r in rows[1:]} == {"lrr [rank=5, lam=100]"}
+    assert {r[1] for r in rows[1:]} >= {"ease", "most_popular", "lrr"}
+    md = (tmp_path / "comparison_test.md").read_text()
+    assert "| lrr [rank=5, lam=100] |" in md and "Against lrr [rank=5, lam=100]" in md

@@ -143,3 +143,28 @@ def test_best_per_metric_ties_and_nan():
     a.means, b.means, c.means = ({"x": 0.5, "y": float("nan")}, {"x": 0.7, "y": float("nan")},
                                  {"x": 0.7, "y": float("nan")})
     assert best_per_metric([a, b, c], ["x", "y"]) == {"x": "b"}  # ties: the first
+
+
+def test_a_baseline_can_be_one_configuration_of_a_model():
+    """`--baseline 'ease lam=100'`: the runs of that configuration (every seed), whatever the
+    best configuration of the model is; settings compare as numbers (100 = 100.0)."""
+    import pandas as pd
+
+    from linrec.errors import ConfigError
+    from linrec.report.compare import configuration_result, parse_baseline
+
+    assert parse_baseline("ease") == ("ease", {})
+    assert parse_baseline("mf/ccl model.sampling.n_negatives=800 dim=64") == (
+        "mf/ccl", {"sampling.n_negatives": "800", "dim": "64"})
+    with pytest.raises(ConfigError, match="'lam' is not a setting=value pair"):
+        parse_baseline("ease lam")
+    frame = pd.DataFrame({
+        "model": ["ease"] * 4 + ["lrr"], "run": ["a", "b", "c", "d", "e"], "seed": [0, 1, 0, 1, 0],
+        "config_key": ["x", "x", "y", "y", "z"], "param.lam": [10.0, 10.0, 100.0, 100.0, 100.0],
+        "selection_metric": "ndcg@10", "selection_split": "valid",
+        "selection_value": [0.9, 0.9, 0.1, 0.1, 0.5], "recall@10": [0.5, 0.7, 0.2, 0.4, 0.3]})
+    chosen = configuration_result(frame, "ease", {"lam": "100"}, ["recall@10"])
+    assert chosen.model == "ease [lam=100]" and chosen.runs == ["c", "d"]
+    assert chosen.means["recall@10"] == pytest.approx(0.3)
+    assert configuration_result(frame, "ease", {"lam": "30"}, ["recall@10"]) is None
+    assert configuration_result(frame, "ease", {"rank": "3"}, ["recall@10"]) is None
