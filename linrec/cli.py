@@ -180,7 +180,7 @@ def _skip_complete(plain: dict, run_dir: Path) -> tuple[bool, float | None]:
 
     done = sweeps.complete_result(run_dir, run_config(plain).to_dict())
     if done is not None:
-        log.info("%s: complete, skipped (+resume=false runs it again)", run_dir)
+        log.info("%s: complete, skipped (resume=false runs it again)", run_dir)
         return True, sweeps.recorded_selection(done)
     sweeps.clear_outputs(run_dir)
     return False, None
@@ -207,6 +207,8 @@ def _task(cfg) -> float | None:
     try:
         plain = OmegaConf.to_container(cfg, resolve=True)
         resume = check_bool(plain.pop("resume", True), "resume")
+        if not resume and isinstance(plain.get("model"), dict) and "resume" in plain["model"]:
+            plain["model"]["resume"] = False  # one switch: the model starts over too
         if sweeping and resume:
             skip, value = _skip_complete(plain, run_dir)
             if skip:
@@ -303,6 +305,8 @@ def main() -> None:
 
         print(version_text())
         return
+    # `resume` is in the config: `+resume=...`, its spelling before that, sets it all the same
+    sys.argv = [a.removeprefix("+") if a.startswith("+resume=") else a for a in sys.argv]
     register_configs()
     register_resolvers()  # the sweep directories' names in conf/config.yaml
     problem = missing_extra(sys.argv[1:]) or precheck(sys.argv[1:])

@@ -44,6 +44,8 @@ class RunConfig(Params):
     figures: bool = param(True, doc="write the run's figures (PNG and PDF) into its directory")
     save_model: bool = param(False, doc="write model.pkl")
     quiet: bool = param(False, doc="do not print the table")
+    resume: bool = param(True, doc="continue what an earlier run of the same command left "
+                                   "(complete sweep jobs, epoch checkpoints); false: start over")
     study: Any = None
     loss: Any = param(None, doc="the loss of a trained model (loss=<name>; model=mf)")
 

@@ -8,7 +8,7 @@
 - Resume: a job whose directory holds a complete results.json of the same config is skipped
   (its recorded selection value is returned to the sweeper); any other job starts by removing
   what an earlier attempt left (results, ranks, model, figures, FAILED), so a directory never
-  mixes two runs. `+resume=false` re-runs every job.
+  mixes two runs. `resume=false` re-runs every job.
 - Signals: SIGTERM (how SLURM ends a job at its time limit) and SIGINT mark the job FAILED and
   stop; a SIGKILL leaves no results.json, so the job is re-run next time.
 - Failures: any error in a job marks it FAILED (a linrec error with its message, any other with
@@ -132,7 +132,7 @@ def complete_result(run_dir: Path, config: Mapping[str, Any]) -> dict[str, Any] 
     except (OSError, ValueError):
         log.warning("%s: unreadable %s; running the job again", run_dir, path.name)
         return None
-    if _plain_json(record.get("config")) != _plain_json(config):
+    if _comparable(record.get("config")) != _comparable(config):
         log.warning("%s: its %s was written by another config (a changed default or preset); "
                     "running the job again", run_dir, path.name)
         return None
@@ -143,6 +143,17 @@ def _plain_json(value: Any) -> Any:
     from linrec.results import _jsonable
 
     return json.loads(json.dumps(_jsonable(value), sort_keys=True))
+
+
+def _comparable(config: Any) -> Any:
+    """A run's config without its resume switches (the run's and its model's): whether a job
+    continued or started over does not make its results another config's."""
+    plain = _plain_json(config)
+    if isinstance(plain, dict):
+        plain.pop("resume", None)
+        if isinstance(plain.get("model"), dict):
+            plain["model"].pop("resume", None)
+    return plain
 
 
 def clear_outputs(run_dir: Path) -> None:

@@ -141,7 +141,7 @@ def test_a_failing_sweep_job_does_not_stop_the_sweep(tmp_path):
     (["model.lam=-1"], "ease.lam=-1.0 is out of range; allowed: a number >= 0"),
     (["experiment=sampling_study", "study.models=abc"],
      "study.models='abc' is not a mapping"),
-    (["+resume=maybe"], "resume='maybe' is not a flag"),
+    (["resume=maybe"], "resume: Value 'maybe' is not a valid bool"),
     (["-m", "model.lam=10,-1"], "ease.lam=-1.0 is out of range"),
     (["-m", "model=ials", "model.backend=numpy,cuda"], "ials.backend='cuda' is not allowed"),
 ], ids=["choice", "range", "study", "resume", "sweep-range", "sweep-choice"])
@@ -294,3 +294,23 @@ def test_a_plugin_of_the_sweep_extra_that_is_not_installed_names_the_extra(monke
                        "'linrec[sweep]' (or -e '.[sweep]' in a checkout)")
     assert cli.missing_extra(["-m", "hydra/launcher=joblib", "model.lam=1,2"]) is None
     assert cli.missing_extra(["model.lam=1"]) is None
+
+
+def test_one_resume_switch_for_sweeps_and_checkpoints(tmp_path):
+    """`resume=false` (or its earlier spelling `+resume=false`) starts a model trained by
+    epochs over, though its checkpoint is there; by default the same command continues from
+    it (here: a finished fit, read back)."""
+    mf = [*SMALL, "model=mf", "model.epochs=2", "model.sampling.n_negatives=10",
+          "eval.sampled.enabled=false"]
+
+    def resumed_from(*extra: str):
+        proc = run_linrec(tmp_path, *mf, *extra)
+        assert proc.returncode == 0, proc.stderr
+        record = json.loads((tmp_path / "run" / "results.json").read_text())
+        assert record["config"]["model"]["resume"] is (extra == ())
+        return record["training"]["resumed_from"]
+
+    assert resumed_from() is None
+    assert resumed_from() == 2
+    assert resumed_from("resume=false") is None
+    assert resumed_from("+resume=false") is None

@@ -36,7 +36,7 @@ def jobs(cwd: Path) -> dict[str, Path]:
 def test_sweep_and_job_names():
     a = sweeps.sweep_name(["model.lam=1,10", "seed=0"])
     assert a == sweeps.sweep_name(["seed=0", "model.lam=1,10", "hydra/launcher=joblib",
-                                   "hydra.launcher.n_jobs=2", "+resume=false"])
+                                   "hydra.launcher.n_jobs=2", "resume=false"])
     assert a == "model.lam=1,10__seed=0"
     assert sweeps.sweep_name([]) == "default"
     long = sweeps.sweep_name([f"model.x{i}=value{i}" for i in range(30)])
@@ -164,7 +164,7 @@ def test_the_same_sweep_again_skips_complete_jobs_and_resume_false_reruns(tmp_pa
     again = linrec(tmp_path, "-m", *reversed(SMALL), "model.lam=1,10")  # order does not matter
     assert again.returncode == 0 and again.stdout.count("complete, skipped") == 2
     assert {k: (p / "results.json").stat().st_mtime_ns for k, p in found.items()} == stamps
-    forced = linrec(tmp_path, "-m", "model.lam=1,10", *SMALL, "+resume=false")
+    forced = linrec(tmp_path, "-m", "model.lam=1,10", *SMALL, "resume=false")
     assert forced.returncode == 0 and "skipped" not in forced.stdout
     assert all((p / "results.json").stat().st_mtime_ns != stamps[k] for k, p in found.items())
 

@@ -172,15 +172,22 @@ class SplitConfig(Params):
 
 @dataclass
 class HoldoutSplit(SplitConfig):
-    """Per-user holdout (weak generalization): a random (or latest, order=temporal) fraction of
-    each user's items is held out for test, another for validation."""
+    """Per-user holdout (weak generalization): a random (or, order=latest, the latest) fraction
+    of each user's items is held out for test, another for validation. order=temporal, its
+    earlier name, still reads as latest."""
 
     kind: str = "holdout"
     test_fraction: float = param(0.2, gt=0, lt=1)
     valid_fraction: float = param(0.1, ge=0, lt=1)
-    order: str = param("random", choices=("random", "temporal"))
+    order: str = param("random", choices=("random", "latest", "temporal"),
+                       doc="random | latest (the user's latest items), as leave-one-out's")
     seed: int = param(12345, ge=0)
     test_foldin_includes_valid: bool = True
+
+    def check(self) -> None:
+        super().check()
+        if self.order == "temporal":  # one name for "by time" across the split protocols
+            object.__setattr__(self, "order", "latest")
 
 
 @dataclass

@@ -112,10 +112,10 @@ def holdout(
     clipped to [1, n - 1], and n_valid = round(valid_fraction * n) validation items, clipped to
     [1 if valid_fraction > 0 else 0, n - 1 - n_test]; at least one item stays in train. Users with
     a single item stay in train only. order="random" draws the targets uniformly;
-    order="temporal" holds out the latest n_test items for test and the n_valid before them for
-    validation. Fold-in rules as in `leave_one_out`.
+    order="latest" holds out the latest n_test items for test and the n_valid before them for
+    validation ("temporal", its earlier name, too). Fold-in rules as in `leave_one_out`.
     """
-    check_choice(order, "split.order", ("random", "temporal"))
+    check_choice(order, "split.order", ("random", "latest", "temporal"))
     check_bool(test_foldin_includes_valid, "split.test_foldin_includes_valid")
     check_real(test_fraction, "split.test_fraction", gt=0, lt=1)
     check_real(valid_fraction, "split.valid_fraction", ge=0, lt=1)
@@ -127,7 +127,7 @@ def holdout(
     counts = np.bincount(inter.users, minlength=inter.n_users)
     n_test, n_valid = _holdout_counts(counts, test_fraction, valid_fraction)
     rng = np.random.default_rng(seed)
-    return _weak_split(inter, n_test, n_valid, order == "temporal", rng, valid_fraction > 0,
+    return _weak_split(inter, n_test, n_valid, order != "random", rng, valid_fraction > 0,
                        test_foldin_includes_valid, "holdout")
 
 

@@ -222,6 +222,18 @@ def test_holdout_invariants_and_counts(order, test_fraction, valid_fraction):
     assert (split.valid is None) == (valid_fraction == 0)
 
 
+def test_both_weak_splits_order_by_time_with_the_same_name():
+    """order=latest holds out each user's latest items in holdout as in leave-one-out; the
+    holdout's earlier name, temporal, reads the same."""
+    from linrec.data.configs import HoldoutSplit
+
+    assert HoldoutSplit(order="temporal").order == "latest"
+    inter = make_inter(0)
+    a, b = holdout(inter, 0.3, 0.2, order="latest", seed=0), \
+        holdout(inter, 0.3, 0.2, order="temporal", seed=0)
+    assert (a.test.targets != b.test.targets).nnz == 0 and (a.train != b.train).nnz == 0
+
+
 def test_holdout_temporal_targets_are_the_latest():
     inter = make_inter(5, max_items=25)
     split = holdout(inter, 0.3, 0.2, order="temporal", seed=0)
@@ -258,8 +270,8 @@ def test_holdout_is_seeded_and_single_item_users_stay_in_train():
         ({"valid_fraction": -0.1},
          r"split.valid_fraction=-0.1 is out of range; allowed: a number >= 0 and < 1"),
         ({"test_fraction": 0.6, "valid_fraction": 0.4}, "must be < 1"),
-        ({"order": "latest"},
-         r"split.order='latest' is not allowed; allowed: \['random', 'temporal'\]"),
+        ({"order": "newest"},
+         r"split.order='newest' is not allowed; allowed: \['random', 'latest', 'temporal'\]"),
         # mistyped fractions were a TypeError traceback
         ({"test_fraction": "abc"}, r"split.test_fraction='abc' is not a finite number"),
         ({"valid_fraction": True}, r"split.valid_fraction=True is not a finite number"),
