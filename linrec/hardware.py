@@ -33,12 +33,12 @@ def thread_limit() -> int:
     """The threads linrec may start: $LINREC_THREADS when set (a positive integer), else every
     core this process may run on."""
     value = os.environ.get(THREADS_ENV, "").strip()
-    if value:
-        try:
-            return max(1, min(int(value), cpu_cores()))
-        except ValueError:
-            pass
-    return cpu_cores()
+    if not value:
+        return cpu_cores()
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"${THREADS_ENV}={value!r} is not a positive integer; unset it to use "
+                          f"every core ({cpu_cores()})")
+    return min(int(value), cpu_cores())
 
 
 def available_memory_bytes() -> int:

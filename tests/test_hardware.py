@@ -4,6 +4,7 @@ the BLAS / torch thread limits that restore what they changed."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
@@ -30,9 +31,6 @@ def test_cpu_cores_are_the_affinity_of_this_process():
     ("3", 3),
     (" 2 ", 2),
     ("64", 8),    # capped at the cores
-    ("0", 1),     # at least one thread
-    ("-4", 1),
-    ("many", 8),  # not a number: ignored
     ("", 8),
 ])
 def test_thread_limit_follows_linrec_threads(monkeypatch, value, expected):
@@ -42,6 +40,14 @@ def test_thread_limit_follows_linrec_threads(monkeypatch, value, expected):
     else:
         monkeypatch.setenv(THREADS_ENV, value)
     assert thread_limit() == expected
+
+
+@pytest.mark.parametrize("value", ["0", "-4", "many", "2.5"])
+def test_a_thread_limit_that_is_not_a_positive_integer_is_refused(monkeypatch, value):
+    monkeypatch.setenv(THREADS_ENV, value)
+    with pytest.raises(ConfigError, match=rf"\$LINREC_THREADS='{re.escape(value)}' is not a "
+                                          "positive integer"):
+        thread_limit()
 
 
 def test_available_memory_is_positive_and_below_the_total():
