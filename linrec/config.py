@@ -37,16 +37,18 @@ class RunConfig(Params):
     where = "config"
 
     data: DataConfig = field(default_factory=DataConfig)
-    model: Any = None
+    model: Any = param(None, doc="the model (model=<name>); its fields are under model.*")
     eval: EvalConfig = field(default_factory=EvalConfig)
-    seed: int = param(0, ge=0)
+    seed: int = param(0, ge=0,
+                      doc="drives tie-breaking, item sampling and every stochastic model (not "
+                          "the data split)")
     save_ranks: bool = param(True, doc="write ranks.npz (global rank of every held-out item)")
     figures: bool = param(True, doc="write the run's figures (PNG and PDF) into its directory")
     save_model: bool = param(False, doc="write model.pkl")
     quiet: bool = param(False, doc="do not print the table")
     resume: bool = param(True, doc="continue what an earlier run of the same command left "
                                    "(complete sweep jobs, epoch checkpoints); false: start over")
-    study: Any = None
+    study: Any = param(None, doc="a study instead of one run (set by experiment= presets)")
     loss: Any = param(None, doc="the loss of a trained model (loss=<name>; model=mf)")
 
     def check(self) -> None:

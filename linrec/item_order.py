@@ -1,5 +1,5 @@
 """The one order of a user's items, shared by the evaluator and `Recommender.recommend`
-(spec/evaluation.md §0.3): score descending, then a seeded key ascending.
+(docs/concepts/evaluation.md, ties): score descending, then a seeded key ascending.
 
 `key` is a hash of (seed, user id, item id) (`tie_break_keys`): the same key for exact and
 sampled ranking and for top-K lists, the same whatever the batching. `top_k` selects the k best
@@ -111,7 +111,8 @@ class BatchKeys:
 
 def beats(score_j: np.ndarray, key_j: np.ndarray, score_t: np.ndarray,
           key_t: np.ndarray) -> np.ndarray:
-    """Does item j rank above item t (spec §0.3: score descending, then key ascending)? bool."""
+    """Does item j rank above item t (score descending, then key ascending;
+    docs/concepts/evaluation.md, ties)? bool."""
     return (score_j > score_t) | ((score_j == score_t) & (key_j < key_t))
 
 

@@ -30,7 +30,7 @@ def plot_spectral_profile(profiles: Mapping[str, np.ndarray],
                           singular_values: np.ndarray | None = None,
                           quantity: str = "ratio", log_x: bool = True,
                           title: str | None = None, path: str | Path | None = None) -> Figure:
-    """Figure 11 view (spec/linear_models.md §4): per-component shrinkage of several models
+    """Figure 11 view (Jin et al. 2021, §3.3): per-component shrinkage of several models
     against the component index i = 1..r.
 
     profiles: model label -> f (r_model,) from `spectral_profile`. quantity: "ratio" plots f_i;

@@ -12,9 +12,10 @@ n = 100, P(R) ∝ R^-0.9; adaptive sampling n0 = 100, n_max = 3200. Targets: mle
 "mn(prior)" use the MLE as prior and cannot reuse it); both are the best of --repeats runs.
 References:
   - mle / adaptive_mle: P(r|R) from scipy.stats.binom.pmf and the textbook two-pass EM;
-  - bv / mn: ref-code style, scipy.stats matrix, explicit inverse of the n x n system, the n x N
-    weight matrix W = H⁻¹AᵀD and P̂ = P~ᵀW (ref-code averages W[r_u] over users);
-  - mes: cvxpy + CLARABEL (the spec's solver), against the dual Newton solver.
+  - bv / mn: the authors' code's style, scipy.stats matrix, explicit inverse of the n x n system,
+  the n x N
+    weight matrix W = H⁻¹AᵀD and P̂ = P~ᵀW (the authors' code averages W[r_u] over users);
+  - mes: cvxpy + CLARABEL (the authors' solver), against the dual Newton solver.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def reference_linear(ranks, n_items, sample_size, kind, gamma=0.01, prior=None):
     else:
         m = len(ranks)
         system = gram - cond.T @ cond / m + np.diag(cond.sum(axis=0)) / m
-    weights = np.linalg.inv(system) @ cond.T * prior[None, :]  # n x N, ref-code's W
+    weights = np.linalg.inv(system) @ cond.T * prior[None, :]  # n x N, the authors' code's W
     hist = np.bincount(ranks - 1, minlength=sample_size) / len(ranks)
     return hist @ weights
 

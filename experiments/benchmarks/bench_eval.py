@@ -2,7 +2,7 @@
 
 Data: n_items items, n_users evaluation users with ML-20M-like activity (log-normal, median 40,
 at least 5 items, popularity-skewed items), split 80 % fold-in / 20 % held out (strong
-generalization, spec/linear_models.md §1.3). Model: an item-item scorer foldin @ W with a dense
+generalization, Liang et al. 2018). Model: an item-item scorer foldin @ W with a dense
 random float32 W (n_items x n_items; 1.6 GB at 20,000 items) or, with --scorer lowrank, a rank-r
 scorer (foldin @ V) @ V^T of similar cost. A random W puts targets anywhere in the ranking, the
 hardest case for the rank kernel. Rows:

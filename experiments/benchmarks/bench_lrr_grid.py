@@ -1,5 +1,6 @@
 """Benchmark: a (rank x λ) LRR grid that reuses one eigendecomposition and Z = foldin V
-(spec/linear_models.md §2.3, §5) against the naive grid that recomputes eigh and W per point.
+(docs/concepts/models.md; Li 2023, Algorithm 2) against the naive grid that recomputes eigh and W
+per point.
 
 Prints one table:
   * large size (default 10 000 items): one eigendecomposition, one evaluation pass, and the
@@ -38,7 +39,7 @@ TOP_K = 100
 
 def split_foldin(matrix: sp.csr_matrix, seed: int,
                  test_prop: float = 0.2) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    """80/20 fold-in/target split of every row (spec §1.3), vectorised over entries."""
+    """80/20 fold-in/target split of every row (Liang et al. 2018), vectorised over entries."""
     rng = np.random.default_rng(seed)
     coo = matrix.tocoo()
     held_out = rng.random(coo.nnz) < test_prop
@@ -51,7 +52,7 @@ def split_foldin(matrix: sp.csr_matrix, seed: int,
 def evaluation_pass(score: Callable[[sp.csr_matrix], np.ndarray], foldin: sp.csr_matrix,
                     targets: sp.csr_matrix, batch_size: int) -> float:
     """Score users in batches, mask fold-in items, take the top 100 and return the mean
-    Recall@100 with the min(K, |I_u|) denominator (spec §1.3)."""
+    Recall@100 with the min(K, |I_u|) denominator (Liang et al. 2018)."""
     hits = np.zeros(foldin.shape[0])
     for start in range(0, foldin.shape[0], batch_size):
         rows = slice(start, min(start + batch_size, foldin.shape[0]))

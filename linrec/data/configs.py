@@ -51,16 +51,17 @@ class SyntheticSource(SourceConfig):
 
     loader = "linrec.data.sources.synthetic:load"
     name: str = "synthetic"
-    n_users: int = param(6000, ge=1)
-    n_items: int = param(2000, ge=1)
-    rank: int = param(16, ge=1)
-    mean_user_interactions: float = param(35.0, gt=0)
-    activity_sigma: float = param(0.8, ge=0)
-    popularity_exponent: float = param(1.0, ge=0)
-    preference_strength: float = param(2.5, ge=0)
-    min_user_interactions: int = param(3, ge=1)
+    n_users: int = param(6000, ge=1, doc="users generated")
+    n_items: int = param(2000, ge=1, doc="items generated (items never picked drop out)")
+    rank: int = param(16, ge=1, doc="dimension of the latent preferences")
+    mean_user_interactions: float = param(35.0, gt=0, doc="mean of the log-normal user activity")
+    activity_sigma: float = param(0.8, ge=0, doc="σ of the log-normal user activity")
+    popularity_exponent: float = param(1.0, ge=0, doc="item weight (1 + popularity rank)^−exponent")
+    preference_strength: float = param(2.5, ge=0,
+                                       doc="weight of the latent preferences against popularity")
+    min_user_interactions: int = param(3, ge=1, doc="fewest items a user picks")
     max_user_interactions: int | None = param(None, ge=1, doc="null: n_items // 4")
-    seed: int = param(0, ge=0)
+    seed: int = param(0, ge=0, doc="seed of the generator (part of the dataset's definition)")
 
 
 @dataclass
@@ -68,8 +69,10 @@ class _FileSource(SourceConfig):
     """A source read from `path` (a file, a directory or an archive), or from the download
     cache under $LINREC_DATA (fetched first when `download` and a public URL exists)."""
 
-    path: str | None = None
-    download: bool = False
+    path: str | None = param(None,
+                             doc="the file, directory or archive to read; null: the download "
+                                 "cache")
+    download: bool = param(False, doc="fetch the public file into the cache when it is missing")
     cache_dir: str | None = param(None, doc="null: $LINREC_DATA (default ~/.cache/linrec)")
 
 
@@ -104,7 +107,9 @@ class LightGCNSource(_FileSource):
 
     loader = "linrec.data.sources.lightgcn:load"
     name: str = "lightgcn"
-    variant: str | None = None
+    variant: str | None = param(None,
+                                doc="gowalla | yelp2018 | amazon-book (a published split); null "
+                                    "with path: named after the directory")
 
     def dataset_name(self) -> str:
         if self.variant is None and self.path is not None:
@@ -132,11 +137,15 @@ class TabularSource(SourceConfig):
 
     loader = "linrec.data.sources.tabular:load"
     name: str = "tabular"
-    path: str | None = None
-    user_col: str = "user"
-    item_col: str = "item"
-    rating_col: str | None = None
-    timestamp_col: str | None = None
+    path: str | None = param(None, doc="the CSV, TSV or Parquet file")
+    user_col: str = param("user", doc="column of the user ids")
+    item_col: str = param("item", doc="column of the item ids")
+    rating_col: str | None = param(None,
+                                   doc="column of the ratings (with data.filters.min_rating); "
+                                       "null: implicit")
+    timestamp_col: str | None = param(None,
+                                      doc="column of the event times (needed by "
+                                          "data.split.order=latest)")
     sep: str | None = param(None, doc="null: from the suffix (.csv ',', .tsv tab)")
 
     def dataset_name(self) -> str:
@@ -177,12 +186,18 @@ class HoldoutSplit(SplitConfig):
     earlier name, still reads as latest."""
 
     kind: str = "holdout"
-    test_fraction: float = param(0.2, gt=0, lt=1)
-    valid_fraction: float = param(0.1, ge=0, lt=1)
+    test_fraction: float = param(0.2, gt=0, lt=1,
+                                 doc="share of each user's items held out for test")
+    valid_fraction: float = param(0.1, ge=0, lt=1,
+                                  doc="share held out for validation (0: no validation split)")
     order: str = param("random", choices=("random", "latest", "temporal"),
                        doc="random | latest (the user's latest items), as leave-one-out's")
-    seed: int = param(12345, ge=0)
-    test_foldin_includes_valid: bool = True
+    seed: int = param(12345, ge=0,
+                      doc="seed of the split (part of the dataset's definition, not the run "
+                          "seed)")
+    test_foldin_includes_valid: bool = param(True,
+                                             doc="the validation items are input (and masked) "
+                                                 "when scoring test")
 
     def check(self) -> None:
         super().check()
@@ -195,23 +210,31 @@ class LeaveOneOutSplit(SplitConfig):
     """Leave-one-out (weak generalization): one test item per user (and one validation item)."""
 
     kind: str = "loo"
-    order: str = param("random", choices=("random", "latest"))
-    valid: bool = True
-    seed: int = param(12345, ge=0)
-    test_foldin_includes_valid: bool = True
+    order: str = param("random", choices=("random", "latest"),
+                       doc="random: held-out items drawn at random; latest: the latest event "
+                           "(needs timestamps)")
+    valid: bool = param(True, doc="also hold out one validation item per user")
+    seed: int = param(12345, ge=0,
+                      doc="seed of the split (part of the dataset's definition, not the run "
+                          "seed)")
+    test_foldin_includes_valid: bool = param(True,
+                                             doc="the validation item is input (and masked) when "
+                                                 "scoring test")
 
 
 @dataclass
 class StrongSplit(SplitConfig):
-    """Strong generalization exactly as Liang et al. 2018 (spec/linear_models.md §1.3): held-out
+    """Strong generalization exactly as Liang et al. 2018 (Liang et al. 2018): held-out
     users, 80/20 fold-in/targets, item vocabulary of the training users only."""
 
     kind: str = "strong"
-    n_valid_users: int = param(500, ge=0)
-    n_test_users: int = param(500, ge=1)
-    test_prop: float = param(0.2, gt=0, lt=1)
-    seed: int = param(98765, ge=0)
-    min_heldout_items: int = param(5, ge=1)
+    n_valid_users: int = param(500, ge=0, doc="held-out validation users")
+    n_test_users: int = param(500, ge=1, doc="held-out test users")
+    test_prop: float = param(0.2, gt=0, lt=1,
+                             doc="share of a held-out user's items that are targets (the rest is "
+                                 "fold-in)")
+    seed: int = param(98765, ge=0, doc="seed of the split (98765 in the published splits)")
+    min_heldout_items: int = param(5, ge=1, doc="held-out users with fewer items get no targets")
     rng_stream: str = param("generator", choices=("generator", "vae_cf_notebook"),
                             doc="vae_cf_notebook replays the notebook's legacy random calls")
 
@@ -222,9 +245,13 @@ class PredefinedSplit(SplitConfig):
     validation holdout from the train rows."""
 
     kind: str = "predefined"
-    valid_fraction: float = param(0.0, ge=0, lt=1)
-    seed: int = param(12345, ge=0)
-    test_foldin_includes_valid: bool = True
+    valid_fraction: float = param(0.0, ge=0, lt=1,
+                                  doc="share of each user's training items held out for "
+                                      "validation (0: none, the published protocol)")
+    seed: int = param(12345, ge=0, doc="seed of the validation holdout")
+    test_foldin_includes_valid: bool = param(True,
+                                             doc="the validation items are input (and masked) "
+                                                 "when scoring test")
 
 
 SPLIT_CONFIGS: Registry[type[SplitConfig]] = Registry.of_configs(
@@ -240,8 +267,10 @@ class FiltersConfig(Params):
 
     where = "data.filters"
     min_rating: float | None = param(None, doc="null: keep every event")
-    min_user_interactions: int = param(0, ge=0)
-    min_item_interactions: int = param(0, ge=0)
+    min_user_interactions: int = param(0, ge=0,
+                                       doc="k-core: drop users with fewer interactions (0: none)")
+    min_item_interactions: int = param(0, ge=0,
+                                       doc="k-core: drop items with fewer interactions (0: none)")
     iterative: bool = param(True, doc="repeat the k-core until stable")
 
 
@@ -252,8 +281,11 @@ class DataConfig(Params):
 
     where = "data"
 
-    source: Any = field(default_factory=SyntheticSource)
-    split: Any = field(default_factory=HoldoutSplit)
+    source: Any = field(default_factory=SyntheticSource,
+                        metadata={"doc": "where the interactions come from (data=<preset> "
+                                         "chooses it)"})
+    split: Any = field(default_factory=HoldoutSplit,
+                       metadata={"doc": "how they are split (data/split=<kind> chooses it)"})
     filters: FiltersConfig = field(default_factory=FiltersConfig)
     name: str | None = param(None, doc="label of the data; null: from the source")
     cache: bool = param(True, doc="read/write the prepared split under $LINREC_DATA/splits")

@@ -22,7 +22,7 @@ def binarize(inter: Interactions, min_rating: float) -> Interactions:
     """Keep events with value >= min_rating and drop the values (all ones afterwards).
 
     ML-20M / Netflix in Liang et al. keep ratings > 3.5, i.e. min_rating=4 on half-star data
-    (spec/linear_models.md §1.3).
+    (Liang et al. 2018).
     """
     if inter.values is None:
         raise DataError(

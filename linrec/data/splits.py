@@ -78,7 +78,7 @@ def leave_one_out(
 ) -> Split:
     """One test item per user (plus one validation item when `valid`), the rest train.
 
-    order="random": the held-out items are drawn uniformly (spec/evaluation.md §0.2);
+    order="random": the held-out items are drawn uniformly (Li et al. 2020, §2.1);
     order="latest": the test item is the user's latest event and the validation item the one
     before it (timestamp ties broken by a seeded random key).
     Users with fewer than 2 items (3 when `valid`) keep all their items in train and are not
@@ -140,7 +140,7 @@ def strong_generalization(
     min_heldout_items: int = 5,
     rng_stream: str = "generator",
 ) -> Split:
-    """Strong generalization of Liang et al. 2018 (VAE-CF notebook; spec/linear_models.md §1.3).
+    """Strong generalization of Liang et al. 2018 (VAE-CF notebook; Liang et al. 2018).
 
     Users are shuffled with the seeded generator; the last n_valid_users + n_test_users of the
     permutation are held out (validation, then test, as in the notebook), the rest train.

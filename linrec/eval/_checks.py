@@ -1,5 +1,5 @@
 """Argument checks shared by item sampling, rank simulation, expected metrics and the mapping
-functions (spec/evaluation.md §0.2): sample sizes, rank arrays, pools, random generators; built
+functions (Li et al. 2020, §2.1): sample sizes, rank arrays, pools, random generators; built
 on `linrec.params`, in its message format."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import numpy as np
 from linrec.errors import ConfigError
 from linrec.params import check_choice, check_int, check_seed
 
-#: item pools a target's sampled items are drawn from (spec §0.2; "given" = EvalSet.negatives, NCF)
+#: item pools a target's sampled items are drawn from (Li et al. 2020, §2.1; "given" =
+#: EvalSet.negatives, NCF)
 POOLS = ("all_but_target", "non_interacted", "given")
 
 

@@ -1,8 +1,8 @@
 """The conditional law of the sampled rank given the global rank, A[R-1, r-1] = P(r | R)
-(spec/evaluation.md §2.1, §2.2, §2.5).
+(Li et al. 2020, eq. 6; docs/concepts/sampled.md).
 
 Two forms: `conditional_matrix` (dense N x n, float64) and `conditional_band` (scipy CSR with a
-fixed-width band per row, for large N·n; spec §2.5 and §13 pitfall 8). Both are computed in log
+fixed-width band per row, for large N·n; docs/concepts/sampled.md). Both are computed in log
 space with gammaln, never through C(n-1, r-1) itself, and every row is renormalised to sum to 1.
 """
 
@@ -50,7 +50,7 @@ def _log_comb(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _log_or_floor(x: np.ndarray) -> np.ndarray:
     """log x with log 0 replaced by -1e300, so that 0 * log 0 = 0 and k * log 0 underflows to an
-    exp() of 0 (spec/evaluation.md §2.5 edge cases θ = 0 and θ = 1)."""
+    exp() of 0 (docs/concepts/sampled.md edge cases θ = 0 and θ = 1)."""
     with np.errstate(divide="ignore"):
         return np.where(x > 0, np.log(np.maximum(x, 1e-300)), -1e300)
 
@@ -65,7 +65,7 @@ def log_pmf(
     r = np.asarray(sampled_ranks, dtype=np.float64)
     n_minus_1 = float(sample_size - 1)
     if scheme == "binomial":
-        # spec/evaluation.md §2.1: C(n-1, r-1) θ^(r-1) (1-θ)^(n-r), θ = (R-1)/(N-1), written with
+        # Li et al. 2020, eq. 6: C(n-1, r-1) θ^(r-1) (1-θ)^(n-r), θ = (R-1)/(N-1), written with
         # (R-1) and (N-R) so that 1-θ has no cancellation; the R- and r-only factors are computed
         # once per row / column
         log_comb = gammaln(sample_size) - gammaln(r) - gammaln(sample_size - r + 1.0)
@@ -75,7 +75,7 @@ def log_pmf(
             + (sample_size - r) * _log_or_floor(n_items - big_r)
             - n_minus_1 * math.log(n_items - 1)
         )
-    # spec/evaluation.md §2.2: C(R-1, r-1) C(N-R, n-r) / C(N-1, n-1)
+    # Li et al. 2020: C(R-1, r-1) C(N-R, n-r) / C(N-1, n-1)
     log_norm = _log_comb(np.array(float(n_items - 1)), np.array(n_minus_1))
     return _log_comb(big_r - 1.0, r - 1.0) + _log_comb(n_items - big_r, sample_size - r) - log_norm
 
@@ -112,7 +112,8 @@ def _normalised_log_rows(
     global_ranks: np.ndarray, sampled_ranks: np.ndarray, n_items: int, sample_size: int,
     scheme: str,
 ) -> np.ndarray:
-    """log P(r | R) on a block of rows, each row renormalised to sum to 1 (spec §2.5)."""
+    """log P(r | R) on a block of rows, each row renormalised to sum to 1
+    (docs/concepts/sampled.md)."""
     log_a = log_pmf(global_ranks, sampled_ranks, n_items, sample_size, scheme)
     return log_a - logsumexp(log_a, axis=1, keepdims=True)
 
@@ -189,7 +190,8 @@ def conditional_columns(
 ) -> np.ndarray:
     """Selected columns of A: (n_items, len(sampled_ranks)) float64 with [R-1, j] = P(r_j | R),
     computed directly in log space (no row renormalisation; exact to gammaln accuracy). Memory
-    N x (number of distinct observed ranks) instead of N x n (spec §2.5: EM needs only these)."""
+    N x (number of distinct observed ranks) instead of N x n (docs/concepts/sampled.md: EM needs
+    only these)."""
     check_sizes(n_items, sample_size, scheme)
     ranks = np.asarray(sampled_ranks, dtype=np.float64)
     if ranks.size and (ranks.min() < 1 or ranks.max() > sample_size):

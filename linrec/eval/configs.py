@@ -1,5 +1,5 @@
 """Typed configs of the `eval` block: exact metrics at every K, the selection metric, and the
-sampled block with its estimators (spec/evaluation.md §0.2, §10.3)."""
+sampled block with its estimators (Li et al. 2020, §2.1; Li et al. 2023, Tables 1–11)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,14 @@ SAMPLING_METHODS = ("sample", "simulate")
 @dataclass
 class AdaptiveConfig(Params):
     """eval.sampled.adaptive: adaptive (doubling) sampling, simulated from the global ranks
-    (spec §8.2, exact in distribution, §2.4); no estimators = no adaptive setting."""
+    (Li et al. 2023, Algorithm 1, exact in distribution, docs/concepts/sampled.md); no estimators =
+    no adaptive setting."""
 
     where = "eval.sampled.adaptive"
 
-    estimators: tuple[str, ...] = param(ADAPTIVE_ESTIMATORS, choices=ADAPTIVE_ESTIMATORS)
+    estimators: tuple[str, ...] = param(ADAPTIVE_ESTIMATORS, choices=ADAPTIVE_ESTIMATORS,
+                                        doc="estimators of the adaptive setting (none: no "
+                                            "adaptive setting)")
     n0: int = param(100, ge=2, doc="initial set size (target included)")
     n_max: int = param(3200, ge=2, doc="largest set size, n0·2^t")
 
@@ -35,20 +38,26 @@ class SampledConfig(Params):
 
     method: "sample" draws real sampled items and ranks them with the model's scores inside the
     evaluator's pass; "simulate" draws the sampled ranks from their exact law given the global
-    ranks (spec §2.4; research use, pool all_but_target only)."""
+    ranks (docs/concepts/sampled.md; research use, pool all_but_target only)."""
 
     where = "eval.sampled"
 
-    enabled: bool = True
-    method: str = param("sample", choices=SAMPLING_METHODS)
+    enabled: bool = param(True, doc="compute the sampled block")
+    method: str = param("sample", choices=SAMPLING_METHODS,
+                        doc="sample: real sampled items scored by the model; simulate: sampled "
+                            "ranks drawn from their law")
     sample_sizes: tuple[int, ...] = param((100,), ge=2, doc="n: the target plus n-1 sampled")
     replace: bool = param(True, doc="true: binomial scheme, false: hypergeometric")
-    pool: str = param("all_but_target", choices=POOLS)
-    repeats: int = param(10, ge=1)
-    seed: int = param(0, ge=0)
+    pool: str = param("all_but_target", choices=POOLS,
+                      doc="what sampled items are drawn from (given: the dataset's own "
+                          "negatives)")
+    repeats: int = param(10, ge=1, doc="independent sample sets per size")
+    seed: int = param(0, ge=0, doc="seed of the sampling (the run seed in configs)")
     estimators: tuple[str, ...] = param(("naive", "bv", "mle", "mn_mle"),
-                                        choices=FIXED_SIZE_ESTIMATORS)
-    metrics: tuple[str, ...] = param(("recall", "ndcg", "ap"), choices=CURVE_METRICS)
+                                        choices=FIXED_SIZE_ESTIMATORS,
+                                        doc="estimators of the fixed-size settings")
+    metrics: tuple[str, ...] = param(("recall", "ndcg", "ap"), choices=CURVE_METRICS,
+                                     doc="metrics of the curves T@1..k_max")
     k_max: int = param(50, ge=1, doc="curves T@1..k_max; ARE over K = 1..k_max")
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
 
@@ -76,11 +85,14 @@ class EvalConfig(Params):
 
     where = "eval"
 
-    ks: tuple[int, ...] = param((1, 5, 10, 20, 50, 100), ge=1)
-    metrics: tuple[str, ...] = param(EXACT_METRICS, choices=EXACT_METRICS)
+    ks: tuple[int, ...] = param((1, 5, 10, 20, 50, 100), ge=1,
+                                doc="cut-offs K of the exact metrics")
+    metrics: tuple[str, ...] = param(EXACT_METRICS, choices=EXACT_METRICS,
+                                     doc="exact metrics to compute")
     selection: str = param("ndcg@100", doc="<metric>@<K> (K lowered to n_items if larger)")
     memory_budget_mb: int = param(512, gt=0, doc="score matrix budget per batch")
-    splits: tuple[str, ...] = param(("valid", "test"), choices=("valid", "test"))
+    splits: tuple[str, ...] = param(("valid", "test"), choices=("valid", "test"),
+                                    doc="splits to evaluate")
     sampled: SampledConfig = field(default_factory=SampledConfig)
 
     def check(self) -> None:

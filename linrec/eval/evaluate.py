@@ -49,9 +49,9 @@ def evaluate(model: Scorer, split: Split, config: EvalConfig | None = None, *,
              seed: int = 0, users_known: bool | None = None) -> EvalReport:
     """Exact and sampled evaluation of a fitted `model` on every split `config.splits` names.
 
-    seed: the tie-break seed of the ranking (spec/evaluation.md §0.3; the run seed). Sampled
-    sets are seeded by config.sampled.seed (the run seed unless overridden). users_known: score
-    the evaluation users by their row id (default under weak generalization) or fold them in
+    seed: the tie-break seed of the ranking (docs/concepts/evaluation.md, ties; the run seed).
+    Sampled sets are seeded by config.sampled.seed (the run seed unless overridden). users_known:
+    score the evaluation users by their row id (default under weak generalization) or fold them in
     from their fold-in rows (default under strong generalization); a model trained with the
     evaluation users' fold-in rows knows them under either protocol."""
     config = EvalConfig() if config is None else config

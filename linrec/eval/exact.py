@@ -68,11 +68,12 @@ def evaluate_exact(model: Scorer, evalset: EvalSet, *, ks: Sequence[int],
                    metrics: Sequence[str], seed: int, users_known: bool,
                    batch_hooks: Sequence[BatchHook] = (), memory_budget_mb: float = 512,
                    batch_size: int | None = None) -> ExactResult:
-    """Exact metrics of `model` on `evalset` (spec/evaluation.md §1.1) in one batch pass.
+    """Exact metrics of `model` on `evalset` (Rendle 2019, eqs. 2–8) in one batch pass.
 
     users_known: pass evalset.users to model.score (weak generalization) or None (strong:
-    fold in from evalset.foldin). seed: the tie-break seed (spec §0.3). batch_hooks: see the
-    module docstring. batch_size overrides the size derived from memory_budget_mb."""
+    fold in from evalset.foldin). seed: the tie-break seed (docs/concepts/evaluation.md, ties).
+    batch_hooks: see the module docstring. batch_size overrides the size derived from
+    memory_budget_mb."""
     t_start = time.perf_counter()
     ks, metrics = check_ks(ks), check_metrics(metrics)
     if evalset.targets.nnz == 0:

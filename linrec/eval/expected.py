@@ -1,9 +1,10 @@
-"""Expected sampled metrics given the global rank (spec/evaluation.md §1.5, §2, §3.1).
+"""Expected sampled metrics given the global rank (Rendle 2019, eq. 19; Li et al. 2020, eq. 6; Li et
+al. 2020, eqs. 3–5).
 
 E[M_{n,K}(r) | R] = Σ_{i=1}^{n} P(r = i | R) M_{n,K}(i), with P(r | R) the binomial (with
 replacement) or hypergeometric (without) law of `linrec.eval.conditional`; the metric is applied to
-the sampled rank with n_pool = n (naive sampled metrics, §1.3). Everything is vectorised over global
-ranks: the law is evaluated once per distinct R, in row blocks.
+the sampled rank with n_pool = n (naive sampled metrics, Rendle 2019, §4). Everything is vectorised
+over global ranks: the law is evaluated once per distinct R, in row blocks.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ from linrec.eval._checks import check_ranks, check_sample_size
 from linrec.eval.conditional import check_sizes, log_pmf
 from linrec.eval.metrics import curve, rank_gain
 
-#: metrics of a single sampled rank (spec §1.2); k=None means the unbounded version
+#: metrics of a single sampled rank (Rendle 2019, eqs. 9–15); k=None means the unbounded version
 SAMPLED_METRICS = ("recall", "hr", "precision", "ap", "rr", "mrr", "ndcg", "auc")
 #: float64 entries of P(r|R) materialised per block
 _BLOCK_ENTRIES = 1 << 22
 
 
 def sampled_metric_gains(metric: str, sample_size: int, k: int | None = None) -> np.ndarray:
-    """M_{n,K}(i) for sampled ranks i = 1..n (spec §1.2 with n_pool = n): float64 (n,).
+    """M_{n,K}(i) for sampled ranks i = 1..n (Rendle 2019, eqs. 9–15 with n_pool = n): float64 (n,).
     AUC: (n - i)/(n - 1) (no cut-off). Others: δ(i <= K)·w(i) (precision: /K); k=None -> K = n."""
     if metric not in SAMPLED_METRICS:
         raise ConfigError(f"metric={metric!r} is not supported; choose one of {SAMPLED_METRICS}")
@@ -87,8 +88,9 @@ def expected_sampled_metric(
     k: int | None = None,
     scheme: str = "binomial",
 ) -> np.ndarray:
-    """E[M_{n,K}(r) | R] for each global rank R (spec §1.5): float64, shape of global_rank.
-    n_items = N, sample_size = n (target + n-1 sampled items), k = K (None: unbounded)."""
+    """E[M_{n,K}(r) | R] for each global rank R (Rendle 2019, eq. 19): float64, shape of
+    global_rank. n_items = N, sample_size = n (target + n-1 sampled items), k = K (None:
+    unbounded)."""
     gains = sampled_metric_gains(metric, sample_size, k)[:, None]
     return _expected_gains(np.asarray(global_rank), n_items, sample_size, gains, scheme)[..., 0]
 
@@ -112,8 +114,8 @@ def sampled_metric_variance(
 def sampled_rank_distribution(
     p_global: np.ndarray, n_items: int, sample_size: int, scheme: str = "binomial"
 ) -> np.ndarray:
-    """Law of the sampled rank implied by a global-rank distribution (spec §2.3): p = Aᵀπ,
-    float64 (n,), from p_global (N,) with p_global[R-1] = P(R) (any real weights)."""
+    """Law of the sampled rank implied by a global-rank distribution (Li et al. 2023, §4.2): p =
+    Aᵀπ, float64 (n,), from p_global (N,) with p_global[R-1] = P(R) (any real weights)."""
     p_global = np.asarray(p_global, dtype=np.float64)
     if p_global.shape != (n_items,):
         raise ConfigError(
@@ -137,8 +139,8 @@ def expected_sampled_curve(
     k_max: int,
     scheme: str = "binomial",
 ) -> np.ndarray:
-    """E[T^S@k] = Σ_R P(R) E[M_{n,k}(r) | R] for k = 1..k_max (spec §3.1 for metric='recall':
-    E[SHR@k]): float64 (k_max,). k_max <= sample_size."""
+    """E[T^S@k] = Σ_R P(R) E[M_{n,k}(r) | R] for k = 1..k_max (Li et al. 2020, eqs. 3–5 for
+    metric='recall': E[SHR@k]): float64 (k_max,). k_max <= sample_size."""
     if metric == "auc":
         raise ConfigError("metric='auc' has no cut-off; use expected_sampled_metric(..., 'auc')")
     if int(k_max) != k_max or not 1 <= k_max <= sample_size:
@@ -162,8 +164,9 @@ def sampled_hr_moments(
     k_max: int | None = None,
     scheme: str = "binomial",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and variance of SHR@k, k = 1..k_max, over the item samples of the M users (spec §3.1
-    eqs 4–5): E = (1/M) Σ_u p_u, Var = (1/M²) Σ_u p_u (1 - p_u), p_u = Pr(r_u <= k | R_u).
+    """Mean and variance of SHR@k, k = 1..k_max, over the item samples of the M users (Li et al.
+    2020, eqs. 3–5 eqs 4–5): E = (1/M) Σ_u p_u, Var = (1/M²) Σ_u p_u (1 - p_u), p_u = Pr(r_u <= k |
+    R_u).
     Returns two float64 (k_max,) arrays (k_max defaults to sample_size)."""
     k_max = sample_size if k_max is None else int(k_max)
     if not 1 <= k_max <= sample_size:

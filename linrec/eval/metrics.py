@@ -1,5 +1,5 @@
 """Metric functions of ranks, metric curves of a global-rank distribution, and the exact
-full-ranking metrics of a RankTable (spec/evaluation.md §1)."""
+full-ranking metrics of a RankTable (Rendle 2019)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from linrec.errors import ConfigError, DataError
 if TYPE_CHECKING:
     from linrec.eval.ranks import RankTable
 
-#: metrics that are a per-target gain w(R) of a single 1-based rank, summed over R <= K (§1.2)
+#: metrics that are a per-target gain w(R) of a single 1-based rank, summed over R <= K (Rendle
+#: 2019, eqs. 9–15)
 CURVE_METRICS = ("recall", "hr", "ndcg", "ap", "precision")
 
 
@@ -50,7 +51,7 @@ def curve(p_hat: np.ndarray, metric: str, k_max: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# exact full-ranking metrics of a RankTable (spec/evaluation.md §1.1, spec/linear_models.md §1.3)
+# exact full-ranking metrics of a RankTable (Rendle 2019, eqs. 2–8, Liang et al. 2018)
 # ---------------------------------------------------------------------------------------------
 
 #: exact metrics; all but "auc" are reported at every K as "<metric>@<K>"
@@ -153,13 +154,13 @@ def _per_user_sum(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 
 def _at_k(metric: str, k: int, pos: TargetPositions) -> np.ndarray:
-    """Per-user value of a top-K metric (spec/evaluation.md §1.1) from the list positions."""
+    """Per-user value of a top-K metric (Rendle 2019, eqs. 2–8) from the list positions."""
     p, starts, m = pos.positions, pos.starts, pos.n_targets
     hit = p <= k
     hits = np.add.reduceat(hit, starts, dtype=np.int64)
     if metric == "recall":  # hits / |T| (LightGCN, BARS)
         return hits / m
-    if metric == "recall_trunc":  # hits / min(K, |T|) (VAE-CF, EASE; linear_models §1.3)
+    if metric == "recall_trunc":  # hits / min(K, |T|) (VAE-CF, EASE; Liang et al. 2018)
         return hits / np.minimum(k, m)
     if metric == "precision":
         return hits / k
@@ -179,8 +180,8 @@ def _at_k(metric: str, k: int, pos: TargetPositions) -> np.ndarray:
 
 
 def _auc(pos: TargetPositions) -> np.ndarray:
-    """spec §1.1: (n_pool - (|R|-1)/2 - mean(p)) / (n_pool - |R|); NaN when no item is left to
-    rank below the targets (n_pool == |R|)."""
+    """Rendle 2019, eqs. 2–8: (n_pool - (|R|-1)/2 - mean(p)) / (n_pool - |R|); NaN when no item is
+    left to rank below the targets (n_pool == |R|)."""
     m, n_pool = pos.n_targets.astype(np.float64), pos.n_pool.astype(np.float64)
     mean_p = _per_user_sum(pos.positions, pos.starts) / m
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -1,5 +1,6 @@
-"""Real item sampling for sampled evaluation (spec/evaluation.md §0.2–§0.3): the sampled items of
-every held-out target, seeded per (run seed, repeat, block), and the dataset's given negatives.
+"""Real item sampling for sampled evaluation (Li et al. 2020, §2.1; docs/concepts/evaluation.md,
+ties): the sampled items of every held-out target, seeded per (run seed, repeat, block), and the
+dataset's given negatives.
 
 Sample sets are drawn in fixed blocks of consecutive targets (`block_targets(sample_size)`, about
 BLOCK_ENTRIES item ids each) of the canonical target order (row-major order of
@@ -41,7 +42,7 @@ class NegativeSampler:
     target_users: int (T,) row (into `excluded`) of each target's user, in the canonical order.
     target_items: int (T,) item id of each target.
     pool: "all_but_target" (every item but the target) or "non_interacted" (items outside the
-    user's row of `excluded`, which must contain the target; spec §4.9 "actual").
+    user's row of `excluded`, which must contain the target; Li et al. 2020, Tables 5–6 "actual").
     excluded: CSR (n_rows x n_items), needed for "non_interacted" (fold-in ∪ all targets).
     `negatives(repeat, positions)` -> int64 (len(positions), sample_size - 1).
     """
@@ -278,7 +279,7 @@ def draw_negatives(
     targets: sp.spmatrix | sp.sparray | None = None,
 ) -> np.ndarray:
     """Sampled items of every target: int64 (n_targets, sample_size - 1), uniform over the pool,
-    with or without replacement, never the target itself (spec §0.2).
+    with or without replacement, never the target itself (Li et al. 2020, §2.1).
 
     users: int (n_targets,) row of each target's user in `foldin` / `targets` (the canonical
     target order is the order of the arguments; use it unchanged for every model of a sweep).

@@ -1,4 +1,4 @@
-"""Global ranks of held-out items (ARCHITECTURE §3, spec/evaluation.md §0.3).
+"""Global ranks of held-out items (ARCHITECTURE §3, docs/concepts/evaluation.md, ties).
 
 The global rank R of a held-out item t of user u is 1 + #{candidates j that beat t}, where the
 candidates are the items that are neither in u's fold-in row nor other held-out items of u, and

@@ -48,7 +48,8 @@ class SampledSetting:
                 for k in SAMPLED_REPORT_KS if k <= self.k_max}
 
     def average_relative_errors(self, estimator: str, metric: str) -> np.ndarray:
-        """ARE in % over K = 1..k_max of each repeat of `estimator` (spec §10.3): (repeats,)."""
+        """ARE in % over K = 1..k_max of each repeat of `estimator` (Li et al. 2023, Tables 1–11):
+        (repeats,)."""
         from linrec.eval.estimators.accuracy import average_relative_error
 
         exact = self.exact_curves[metric]

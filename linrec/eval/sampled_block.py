@@ -1,14 +1,16 @@
 """The sampled block of one split: item-sampled ranks of every held-out item for each sampled
 setting, every configured estimator of the exact metric on every repeat, and their errors against
-the exact values (spec/evaluation.md §0.2, §10.3).
+the exact values (Li et al. 2020, §2.1; Li et al. 2023, Tables 1–11).
 
 Settings: one per sample size n ('n=100'), with `repeats` seeded sample sets each, drawn either by
 real item sampling inside the evaluator's batch pass (`SampledRankHook`, method "sample") or from
-their exact law given the global ranks (method "simulate", spec §2.4); and 'adaptive', adaptive
-samples (Algorithm 1, spec §8.2) simulated from the global ranks. Seeds: `simulate.repeat_rng`.
+their exact law given the global ranks (method "simulate", docs/concepts/sampled.md); and
+'adaptive', adaptive samples (Li et al. 2023, Algorithm 1) simulated from the global ranks. Seeds:
+`simulate.repeat_rng`.
 
 Metrics here are target-level: each held-out item is one instance with its global rank R, and
-T@K = mean over targets of F(R) (spec §1.2). Under leave-one-out they equal the per-user metrics.
+T@K = mean over targets of F(R) (Rendle 2019, eqs. 9–15). Under leave-one-out they equal the
+per-user metrics.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def canonical_global_ranks(table: RankTable, evalset: EvalSet) -> np.ndarray:
 
 def sampling_scheme(replace: bool) -> str:
     """The law of the sampled rank the estimators assume: binomial with replacement,
-    hypergeometric without (spec §2.1, §2.2)."""
+    hypergeometric without (Li et al. 2020, eq. 6)."""
     return "binomial" if replace else "hypergeometric"
 
 
@@ -65,7 +67,7 @@ def estimate_sharing_priors(name: str, ranks: np.ndarray, n_items: int, sample_s
     """p_hat of estimator `name` on one sample. `priors` holds the estimates of this sample
     that other estimators take as their prior (`EstimatorSpec.prior_from`): each is computed
     once, and is both that estimator's own estimate and the others' prior (identical to their
-    own per-run prior, spec §7). scheme: `sampling_scheme(replace)` of the sample."""
+    own per-run prior, Li et al. 2023, §3). scheme: `sampling_scheme(replace)` of the sample."""
     spec = ESTIMATORS.entry(name)
     common = {"n_items": n_items, "sample_size": sample_size, "scheme": scheme}
     if name in priors:  # already estimated for this sample (e.g. the batched MLE)
@@ -183,7 +185,7 @@ class SampledBlock:
     def _estimator_catalogue(self, n_candidates: np.ndarray) -> tuple[int, bool]:
         """(N the estimators assume, whether it is approximate). all_but_target: n_items exactly.
         non_interacted and given (NCF negatives): each target's pool is its own N_u; estimators
-        take one N, so use the mean N_u and flag it approximate (spec §13 pitfall 13)."""
+        take one N, so use the mean N_u and flag it approximate (docs/concepts/sampled.md)."""
         if self.cfg.pool == "all_but_target":
             return self.n_items, False
         return int(round(float(np.mean(n_candidates)))), True

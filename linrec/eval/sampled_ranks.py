@@ -1,6 +1,6 @@
-"""Sampled ranks of a trained model (spec/evaluation.md §0.3): the rank of each held-out target
-among itself and its sampled items, with the exact ranking's tie-break, and `SampledRankHook`,
-which computes them for every repeat inside the evaluator's batch pass."""
+"""Sampled ranks of a trained model (docs/concepts/evaluation.md, ties): the rank of each held-out
+target among itself and its sampled items, with the exact ranking's tie-break, and
+`SampledRankHook`, which computes them for every repeat inside the evaluator's batch pass."""
 
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ def _beaten_counts(scores: np.ndarray, keys: Any, rows: np.ndarray, items: np.nd
     """#{sampled j beating t} per sample set and target, items scored -inf never counting:
     int64 (len(negatives), T).
 
-    scores: C-contiguous (B, n_items); rows, items, target_scores: (T,); negatives: one int64
-    (T, n - 1) array per sample set (repeat). j beats t when s_j > s_t, or s_j == s_t and
-    key_j < key_t (spec §0.3); keys are looked up on exact ties only. Works in chunks of
+    scores: C-contiguous (B, n_items); rows, items, target_scores: (T,); negatives: one int64 (T, n
+    - 1) array per sample set (repeat). j beats t when s_j > s_t, or s_j == s_t and key_j < key_t
+    (docs/concepts/evaluation.md, ties); keys are looked up on exact ties only. Works in chunks of
     consecutive targets, all sample sets at once, so that the few score rows of a chunk stay in
     cache while every repeat gathers from them."""
     n_sets = len(negatives)
@@ -85,13 +85,14 @@ def sampled_ranks_from_scores(
 ) -> np.ndarray:
     """1-based rank of each target among itself and its sampled items: int64 (T,).
 
-    scores_batch: (B, n_items) scores of the batch's users; keys_batch: their tie-break keys, a
-    (B, n_items) array or any object indexable as keys[rows, items] (`linrec.eval.ranks.BatchKeys`,
-    never densified here). target_rows: int (T,) row of each target in the batch; target_items:
-    int (T,); negatives: int (T, n - 1) sampled item ids. Item j beats target t when s_j > s_t,
-    or s_j == s_t and key_j < key_t (spec §0.3, `ranks.beats`), so r = 1 + #{sampled j beating t}.
-    Excluded items never beat the target: excluded_mask (B, n_items), bool array or sparse, True
-    where excluded; if None, items scored -inf (the evaluator's mask) count as excluded.
+    scores_batch: (B, n_items) scores of the batch's users; keys_batch: their tie-break keys, a (B,
+    n_items) array or any object indexable as keys[rows, items] (`linrec.eval.ranks.BatchKeys`,
+    never densified here). target_rows: int (T,) row of each target in the batch; target_items: int
+    (T,); negatives: int (T, n - 1) sampled item ids. Item j beats target t when s_j > s_t, or s_j
+    == s_t and key_j < key_t (docs/concepts/evaluation.md, ties, `ranks.beats`), so r = 1 +
+    #{sampled j beating t}. Excluded items never beat the target: excluded_mask (B, n_items), bool
+    array or sparse, True where excluded; if None, items scored -inf (the evaluator's mask) count as
+    excluded.
     """
     scores = np.asarray(scores_batch)
     if scores.ndim != 2 or tuple(getattr(keys_batch, "shape", ())) != scores.shape:
@@ -138,10 +139,10 @@ class SampledRankHook:
     """Evaluator hook: sampled ranks of every target of `eval_set`, for each repeat.
 
     Called once per scoring batch as hook(rows, scores, keys, batch_ranks) (the protocol of
-    `linrec.eval.exact`): rows int (B,) positions of the batch's users in eval_set, scores
-    (B, n_items) (fold-in entries may be -inf or not), keys the batch's tie-break keys
-    (`BatchKeys` or an array); batch_ranks is not used. Fold-in items and the user's other
-    targets never beat a target (they rank below every candidate, spec §0.3). After the pass,
+    `linrec.eval.exact`): rows int (B,) positions of the batch's users in eval_set, scores (B,
+    n_items) (fold-in entries may be -inf or not), keys the batch's tie-break keys (`BatchKeys` or
+    an array); batch_ranks is not used. Fold-in items and the user's other targets never beat a
+    target (they rank below every candidate, docs/concepts/evaluation.md, ties). After the pass,
     `sampled_ranks` is int64 (n_repeats, n_targets) in the canonical target order
     (`canonical_targets`), `sample_size` the set size n (100 for NCF's given 99 negatives).
 

@@ -1,10 +1,10 @@
-"""User sampling and significance (spec/evaluation.md §9, §3.1 Hoeffding).
+"""User sampling and significance (Li 2023, §2.7; Li et al. 2020, eqs. 3–5 Hoeffding).
 
-Confidence intervals of a proportion or a mean (with the finite-population correction when users
-are drawn without replacement from a finite test set), textbook sample sizes, Hoeffding bounds,
-two-model tests (two-proportion z, two-sample t, and the paired tests the spec adds: paired t,
-McNemar, Wilcoxon signed-rank, sign test), Bonferroni and Holm corrections, and the user-sampling
-estimate of a metric. Every test result records which test was used.
+Confidence intervals of a proportion or a mean (with the finite-population correction when users are
+drawn without replacement from a finite test set), textbook sample sizes, Hoeffding bounds,
+two-model tests (two-proportion z, two-sample t, and the paired tests that suit one set of users:
+paired t, McNemar, Wilcoxon signed-rank, sign test), Bonferroni and Holm corrections, and the
+user-sampling estimate of a metric. Every test result records which test was used.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _check_alternative(alternative: str) -> None:
 
 
 def _fpc(sample: int, population: int | None) -> float:
-    """sqrt((M - m)/(M - 1)): finite-population correction of a standard error (spec §9.1)."""
+    """sqrt((M - m)/(M - 1)): finite-population correction of a standard error (Li 2023, §2.7.1)."""
     if population is None:
         return 1.0
     if int(population) != population or population < max(sample, 2):
@@ -74,7 +74,7 @@ def _fpc(sample: int, population: int | None) -> float:
 def critical_value(confidence: float = 0.95, n_comparisons: int = 1,
                    two_sided: bool = True) -> float:
     """z such that a normal interval has the given family-wise confidence over n_comparisons
-    Bonferroni-corrected comparisons (spec §9.2): z = Φ^{-1}(1 - α/(2L)) two-sided."""
+    Bonferroni-corrected comparisons (Li 2023, §2.7.2): z = Φ^{-1}(1 - α/(2L)) two-sided."""
     _check_confidence(confidence)
     if int(n_comparisons) != n_comparisons or n_comparisons < 1:
         raise ConfigError(f"n_comparisons={n_comparisons} must be a positive integer")
@@ -85,7 +85,7 @@ def critical_value(confidence: float = 0.95, n_comparisons: int = 1,
 def proportion_ci(
     successes: int, n_trials: int, confidence: float = 0.95, population_size: int | None = None
 ) -> Interval:
-    """Wald interval p̂ ± z sqrt(p̂(1-p̂)/m)·FPC of a proportion (Recall/HR, spec §9.1)."""
+    """Wald interval p̂ ± z sqrt(p̂(1-p̂)/m)·FPC of a proportion (Recall/HR, Li 2023, §2.7.1)."""
     if int(n_trials) != n_trials or n_trials < 1 or not 0 <= successes <= n_trials:
         raise ConfigError(f"successes={successes}, n_trials={n_trials}: need 0 <= successes <= "
                           "n_trials and n_trials >= 1")
@@ -102,7 +102,7 @@ def mean_ci(
     dist: str = "normal",
 ) -> Interval:
     """Interval mean ± q·s/sqrt(m)·FPC of per-user values, s the sample standard deviation
-    (ddof=1), q the normal ("normal", CLT) or Student-t ("t") quantile (spec §9.1)."""
+    (ddof=1), q the normal ("normal", CLT) or Student-t ("t") quantile (Li 2023, §2.7.1)."""
     values = np.asarray(values, dtype=np.float64).ravel()
     if values.size < 2:
         raise DataError(f"mean_ci needs at least 2 values; got {values.size}")
@@ -124,7 +124,7 @@ def sample_size_proportion(
     two_sample: bool = False,
     z: float | None = None,
 ) -> float:
-    """Users needed for margin of error e on a proportion (spec §9.1–§9.2):
+    """Users needed for margin of error e on a proportion (Li 2023, §2.7.1; §2.7.2):
     m = z² p(1-p)/e² for one model, m = 2 p(1-p)(z/e)² per model for a difference of two.
     z defaults to critical_value(confidence, n_comparisons). Returns the real m (round up)."""
     if not 0.0 < margin < 1.0:
@@ -136,7 +136,8 @@ def sample_size_proportion(
 
 
 def hoeffding_bound(n_samples: int, t: float) -> float:
-    """Pr(|mean - E mean| >= t) <= 2 exp(-2 m t²), m i.i.d. values in [0, 1] (spec §3.1, §9.1)."""
+    """Pr(|mean - E mean| >= t) <= 2 exp(-2 m t²), m i.i.d. values in [0, 1] (Li et al. 2020, eqs.
+    3–5; Li 2023, §2.7.1)."""
     if n_samples < 1 or t <= 0:
         raise ConfigError(f"n_samples={n_samples} must be >= 1 and t={t} > 0")
     return float(min(1.0, 2.0 * math.exp(-2.0 * n_samples * t * t)))
@@ -165,7 +166,7 @@ def _normal_pvalue(z: float, alternative: str) -> float:
 def two_proportion_z(
     successes1: int, n1: int, successes2: int, n2: int, alternative: str = "two-sided"
 ) -> TestResult:
-    """Pooled two-proportion z-test of H0 p1 = p2 (spec §9.2):
+    """Pooled two-proportion z-test of H0 p1 = p2 (Li 2023, §2.7.2):
     z = (p̂1 - p̂2)/sqrt(p̄ q̄ (1/m1 + 1/m2)). Unpaired (conservative for the same users)."""
     _check_alternative(alternative)
     for s, n in ((successes1, n1), (successes2, n2)):
@@ -185,7 +186,7 @@ def difference_ci(
     successes1: int, n1: int, successes2: int, n2: int, confidence: float = 0.95,
     n_comparisons: int = 1,
 ) -> Interval:
-    """(p̂1 - p̂2) ± z sqrt(p̂1(1-p̂1)/m1 + p̂2(1-p̂2)/m2) (spec §9.2), Bonferroni z."""
+    """(p̂1 - p̂2) ± z sqrt(p̂1(1-p̂1)/m1 + p̂2(1-p̂2)/m2) (Li 2023, §2.7.2), Bonferroni z."""
     p1, p2 = successes1 / n1, successes2 / n2
     z = critical_value(confidence, n_comparisons)
     half = z * math.sqrt(p1 * (1.0 - p1) / n1 + p2 * (1.0 - p2) / n2)
@@ -202,7 +203,7 @@ def _paired(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def two_sample_t(x: np.ndarray, y: np.ndarray, alternative: str = "two-sided",
                  equal_var: bool = False) -> TestResult:
-    """Unpaired two-sample t-test (Welch by default) of per-user metric values (spec §9.2)."""
+    """Unpaired two-sample t-test (Welch by default) of per-user metric values (Li 2023, §2.7.2)."""
     _check_alternative(alternative)
     res = stats.ttest_ind(np.asarray(x, float), np.asarray(y, float), equal_var=equal_var,
                           alternative=alternative)
@@ -211,7 +212,8 @@ def two_sample_t(x: np.ndarray, y: np.ndarray, alternative: str = "two-sided",
 
 
 def paired_t(x: np.ndarray, y: np.ndarray, alternative: str = "two-sided") -> TestResult:
-    """Paired t-test on the per-user differences x_u - y_u (same users, spec §9.2 [DECISION])."""
+    """Paired t-test on the per-user differences x_u - y_u (same users; Li 2023, §2.7.2 uses
+    unpaired tests)."""
     _check_alternative(alternative)
     x, y = _paired(x, y)
     res = stats.ttest_rel(x, y, alternative=alternative)
@@ -294,7 +296,7 @@ def holm(pvalues: np.ndarray, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarr
 def sample_users(
     n_users: int, n_sampled: int, rng: np.random.Generator, replace: bool = False
 ) -> np.ndarray:
-    """Indices of n_sampled users drawn uniformly (without replacement by default, spec §9.3),
+    """Indices of n_sampled users drawn uniformly (without replacement by default, Li 2023, §2.8.6),
     sorted int64."""
     if int(n_sampled) != n_sampled or n_sampled < 1 or (not replace and n_sampled > n_users):
         raise ConfigError(f"n_sampled={n_sampled} must be an integer in [1, n_users={n_users}] "
@@ -310,7 +312,8 @@ def user_sampling_estimate(
     dist: str = "normal",
 ) -> Interval:
     """Estimate of a metric's mean over all M users from n_sampled users drawn without replacement,
-    with a CI from their sample variance and the finite-population correction (spec §9.1, §9.3)."""
+    with a CI from their sample variance and the finite-population correction (Li 2023, §2.7.1; Li
+    2023, §2.8.6)."""
     values = np.asarray(per_user_values, dtype=np.float64).ravel()
     chosen = sample_users(values.size, n_sampled, rng)
     return mean_ci(values[chosen], confidence, population_size=values.size, dist=dist)
@@ -324,7 +327,7 @@ def user_sampled_curve(
     rng: np.random.Generator,
 ) -> np.ndarray:
     """Exact metric curve T@1..k_max of n_sampled users drawn without replacement from the M users
-    with the given global ranks (spec §9.3): float64 (k_max,)."""
+    with the given global ranks (Li 2023, §2.8.6): float64 (k_max,)."""
     ranks = np.asarray(global_ranks).ravel()
     if ranks.size == 0 or np.any(ranks < 1):
         raise ConfigError("global_ranks must be a non-empty array of 1-based ranks")

@@ -1,6 +1,6 @@
-"""Sampled ranks simulated from global ranks, exact in distribution (spec/evaluation.md §2.4), and
-adaptive sampling (Algorithm 1, spec §8.2) with its efficiency curve (§8.5): research and
-validation tools that need no scores."""
+"""Sampled ranks simulated from global ranks, exact in distribution (docs/concepts/sampled.md), and
+adaptive sampling (Li et al. 2023, Algorithm 1) with its efficiency curve (Li et al. 2023, §4.3):
+research and validation tools that need no scores."""
 
 from __future__ import annotations
 
@@ -31,11 +31,11 @@ def simulate_sampled_ranks(
     replace: bool = True,
     rng: np.random.Generator | int | None = None,
 ) -> np.ndarray:
-    """Sampled ranks drawn from their exact law given the global ranks (spec §2.4): int64, shape of
-    global_ranks. With replacement r = 1 + Binomial(n-1, θ_R), θ_R = (R-1)/(N-1); without
-    r = 1 + Hypergeometric(N-1 items, R-1 above the target, n-1 draws). n_items may be an array
-    (per-target pool sizes N_u for pool="non_interacted"). rng: a Generator (or an integer seed)
-    derived from the run seed; required."""
+    """Sampled ranks drawn from their exact law given the global ranks (docs/concepts/sampled.md):
+    int64, shape of global_ranks. With replacement r = 1 + Binomial(n-1, θ_R), θ_R = (R-1)/(N-1);
+    without r = 1 + Hypergeometric(N-1 items, R-1 above the target, n-1 draws). n_items may be an
+    array (per-target pool sizes N_u for pool="non_interacted"). rng: a Generator (or an integer
+    seed) derived from the run seed; required."""
     n_arr = np.asarray(n_items, dtype=np.int64)
     check_sample_size(int(n_arr.min()) if n_arr.size else 3, sample_size)
     ranks = check_ranks(global_ranks, n_arr, "global_ranks")
@@ -51,9 +51,9 @@ def simulate_sampled_ranks(
 def adaptive_levels(
     n_items: int, n0: int = 100, n_max: int = 3200, n_max_frac: float | None = None
 ) -> np.ndarray:
-    """Set sizes n_j = n0·2^j, j = 0..t, of adaptive sampling (spec §8.2, §8.5): n_max must be
-    n0·2^t; the terminal size is clipped to the largest n0·2^t <= N - 1 (or <= frac·N with
-    n_max_frac, the [S3] 10–15 % rule). int64 (t + 1,)."""
+    """Set sizes n_j = n0·2^j, j = 0..t, of adaptive sampling (Li et al. 2023, Algorithm 1; Li et
+    al. 2023, §4.3): n_max must be n0·2^t; the terminal size is clipped to the largest n0·2^t <= N -
+    1 (or <= frac·N with n_max_frac, the 10–15 % rule of Li et al. 2023). int64 (t + 1,)."""
     if int(n0) != n0 or not 2 <= n0 <= n_items - 1:
         raise ConfigError(f"n0={n0} must be an integer in [2, n_items - 1] = [2, {n_items - 1}]")
     if int(n_max) != n_max or n_max < n0 or (n_max // n0) * n0 != n_max or (
@@ -95,11 +95,11 @@ def simulate_adaptive_ranks(
     n_max_frac: float | None = None,
     replace: bool = True,
 ) -> AdaptiveSample:
-    """Algorithm 1 of spec §8.2 simulated from global ranks, exact in distribution: start with
-    n0 - 1 sampled items; while r_u = 1 and n_u < n_max, add n_u items (nested sets) and double n_u.
-    With replacement the added items beat the target with probability θ_R each; without
-    replacement they come from the pool minus the n_u - 1 items already drawn (all below t).
-    rng: a Generator (or an integer seed) derived from the run seed; required."""
+    """Algorithm 1 of Li et al. 2023, Algorithm 1 simulated from global ranks, exact in
+    distribution: start with n0 - 1 sampled items; while r_u = 1 and n_u < n_max, add n_u items
+    (nested sets) and double n_u. With replacement the added items beat the target with probability
+    θ_R each; without replacement they come from the pool minus the n_u - 1 items already drawn (all
+    below t). rng: a Generator (or an integer seed) derived from the run seed; required."""
     levels = adaptive_levels(n_items, n0, n_max, n_max_frac)
     ranks = check_ranks(global_ranks, n_items, "global_ranks")
     rng = as_rng(rng)
@@ -115,7 +115,8 @@ def simulate_adaptive_ranks(
         if replace:
             n_above = rng.binomial(n_draw, above[active] / (n_items - 1))
         else:
-            # spec §8.2: given r = 1 so far, every earlier draw came from the items below t
+            # Li et al. 2023, Algorithm 1: given r = 1 so far, every earlier draw came from the
+            # items below t
             n_above = rng.hypergeometric(above[active], below[active] - drawn_before, n_draw)
         sampled[active] = 1 + n_above
         sizes[active] = size
@@ -127,7 +128,7 @@ def simulate_adaptive_ranks(
 
 @dataclass(frozen=True)
 class EfficiencyCurve:
-    """Sampling efficiency of an adaptive run (spec §8.5).
+    """Sampling efficiency of an adaptive run (Li et al. 2023, §4.3).
 
     levels: set sizes n_j (t + 1,); finished: m_j, users whose final size is n_j (t + 1,);
     cost: C_j for the non-terminal levels j = 0..t-1 (items drawn at level j per user resolved
@@ -143,7 +144,8 @@ class EfficiencyCurve:
 
 
 def efficiency_curve(sample: AdaptiveSample) -> EfficiencyCurve:
-    """C_0 = M n0 / m_0 and C_j = (M - Σ_{p<j} m_p)(n_j - n_{j-1}) / m_j (spec §8.5 eq 13)."""
+    """C_0 = M n0 / m_0 and C_j = (M - Σ_{p<j} m_p)(n_j - n_{j-1}) / m_j (Li et al. 2023, §4.3 eq
+    13)."""
     levels = sample.levels
     sizes = sample.sample_sizes.ravel()
     ranks = sample.sampled_ranks.ravel()

@@ -1,12 +1,12 @@
-"""Factor models fitted by alternating least squares (spec/linear_models.md §3.8–§3.10,
-spec/losses.md §4.2).
+"""Factor models fitted by alternating least squares (Hu et al. 2008; Rendle et al. 2022; Jin &
+Li 2023, Theorem 2; docs/concepts/models.md).
 
-* `IALS`: iALS with frequency-scaled regularization (Rendle et al. 2022, eq. 99). Exact row
+* `IALS`: iALS with frequency-scaled regularization (Rendle et al. 2022; Li 2023, eq. 99). Exact row
   solves with the Gramian trick, Cholesky or warm-started conjugate gradient; back-ends: numba
   (compiled per-row solvers on the CSR rows, `_als_kernels`, the default), numpy or torch
   (vectorised over padded blocks of rows of similar length).
-* `DebiasedIALS`: the debiased-MSE iALS of losses.md §4.2 with the per-user confidence c_u of
-  losses.md §4.1 (Theorem 2: one step = the mapped iALS step × 1/(1−α₀)).
+* `DebiasedIALS`: iALS with the debiased MSE and the per-user confidence c_u (Li 2023, App. A.3;
+  Theorem 2: one step = the mapped iALS step × 1/(1−α₀)).
 * `WMF`: Hu et al.'s weighted MF through `implicit.cpu.als.AlternatingLeastSquares`.
 
 Both iALS variants minimise, per row r of one side with the other side's factors Y fixed,
@@ -291,7 +291,8 @@ class _FactorModel(Recommender):
 
 
 class IALS(_FactorModel):
-    """iALS with frequency-scaled regularization (spec/linear_models.md §3.9, losses.md §4.2):
+    """iALS with frequency-scaled regularization (Rendle et al. 2022; Li 2023, eq. 99; eq.
+    99):
 
         L = Σ_{(u,i)∈S} (ŷ_ui − 1)² + α₀ Σ_u Σ_i ŷ_ui²
             + λ ( Σ_u (|I_u| + α₀|I|)^ν ‖w_u‖² + Σ_i (|U_i| + α₀|U|)^ν ‖h_i‖² ),   ŷ_ui = w_uᵀh_i.
@@ -327,7 +328,7 @@ class IALS(_FactorModel):
         return np.ones_like(confidence)
 
     def regularization(self, counts: np.ndarray, n_other: int) -> np.ndarray:
-        """Λ_r = λ(|S_r| + α₀·n_other)^ν (n_rows,) float64 (losses.md §4.2)."""
+        """Λ_r = λ(|S_r| + α₀·n_other)^ν (n_rows,) float64 (Li 2023, eq. 99)."""
         return self.reg * (counts + self.alpha0 * n_other) ** self.nu
 
     # -- fit --------------------------------------------------------------------------------------
@@ -583,11 +584,11 @@ def _conjugate_gradient(ops: _NumpyOps | _TorchOps, gathered: Any, quad_weights:
 
 
 class DebiasedIALS(IALS):
-    """Debiased iALS (spec/linear_models.md §3.10, losses.md §4.2): the first line of eq. 99
+    """Debiased iALS (Jin & Li 2023, Theorems 2 and 3; Li 2023, eq. 99): the first line of eq. 99
     becomes Σ_u [ c_u Σ_{i∈I_u⁺} ((ŷ_ui − 1)² − α₀ ŷ_ui²) + α₀ Σ_t ŷ_ut² ] (regularizer kept),
     so the user step is w_u = (c_u(1−α₀) H_SᵀH_S + α₀HᵀH + Λ_u I)⁻¹ c_u H_Sᵀ1.
 
-    c_u = τ_u⁺ |I| / |I_u⁺| (losses.md §4.1) with the prior τ_u⁺ of
+    c_u = τ_u⁺ |I| / |I_u⁺| (Li 2023, App. A.3) with the prior τ_u⁺ of
     `linrec.models.positive_prior` (ratio_alpha gives c_u = 1 + prior_alpha, constant).
     Requires 0 <= alpha0 < 1. Theorem 2: for constant c, one step equals the iALS step with
     α₀' = α₀/((1−α₀)c), λ' = λ/((1−α₀)c) times 1/(1−α₀) (exact for ν = 0).
@@ -596,7 +597,7 @@ class DebiasedIALS(IALS):
     config_class = DebiasedIALSConfig
 
     def confidence(self, row_counts: np.ndarray, n_items: int) -> np.ndarray:
-        """c_u = τ_u⁺|I|/|I_u⁺| (losses.md §4.1); 1 for empty rows (they have no positives)."""
+        """c_u = τ_u⁺|I|/|I_u⁺| (Li 2023, App. A.3); 1 for empty rows (they have no positives)."""
         counts = np.asarray(row_counts, dtype=np.float64)
         tau = self.config.tau_plus_of(counts, n_items)
         return np.where(counts > 0, tau * n_items / np.maximum(counts, 1.0), 1.0)
@@ -611,11 +612,11 @@ class DebiasedIALS(IALS):
 
 
 class WMF(_FactorModel):
-    """Weighted MF, Σ_{u,i} c_ui (x_ui − p_uᵀq_i)² + λ(‖P‖² + ‖Q‖²) (spec §3.8, Hu et al.),
-    fitted by `implicit.cpu.als.AlternatingLeastSquares`. Missing entries have weight 1;
-    observed entries weight c = alpha (confidence="alpha", implicit's convention) or
-    c = 1 + alpha (confidence="one_plus_alpha", Hu et al.'s c = 1 + α·x). spec §3.8 leaves open
-    which one the dissertation's "C" is, so both are expressible.
+    """Weighted MF, Σ_{u,i} c_ui (x_ui − p_uᵀq_i)² + λ(‖P‖² + ‖Q‖²) (Hu et al. 2008; Li 2023, eq.
+    64, Hu et al.), fitted by `implicit.cpu.als.AlternatingLeastSquares`. Missing entries have
+    weight 1; observed entries weight c = alpha (confidence="alpha", implicit's convention) or c = 1
+    + alpha (confidence="one_plus_alpha", Hu et al.'s c = 1 + α·x). Hu et al. 2008; Li 2023, eq. 64
+    leaves open which one the dissertation's "C" is, so both are expressible.
 
     Parameters: factors, reg λ, alpha, confidence, iterations, seed, use_cg (implicit's CG
     solver, 3 steps), num_threads (implicit's OpenMP threads, 0 = all cores; BLAS is held to one

@@ -1,4 +1,4 @@
-"""Simple baselines: most popular, item-KNN (cosine) and SLIM (spec/linear_models.md §3.2).
+"""Simple baselines: most popular, item-KNN (cosine) and SLIM (Ning & Karypis 2011).
 Scores are `foldin @ W` with a sparse W (item-KNN, SLIM) or the training counts (most popular)."""
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def _slim_columns(X: sp.csc_matrix, columns: np.ndarray, alpha: float, l1_ratio:
 
 
 class SLIM(Recommender):
-    """SLIM (spec §3.2): min_W ½‖X − XW‖² + l1‖W‖₁ + (l2/2)‖W‖² s.t. W >= 0, diag(W) = 0,
+    """SLIM (Ning & Karypis 2011): min_W ½‖X − XW‖² + l1‖W‖₁ + (l2/2)‖W‖² s.t. W >= 0, diag(W) = 0,
     one column at a time with scikit-learn's ElasticNet (coordinate descent), columns in parallel
     (joblib, `n_jobs` processes). ElasticNet minimizes 1/(2m)‖y − Xw‖² + αρ‖w‖₁ + ½α(1−ρ)‖w‖²,
     so α = (l1 + l2)/m and ρ = l1/(l1 + l2) for m users."""

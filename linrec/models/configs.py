@@ -77,7 +77,7 @@ class ModelConfig(Params):
 
 
 def _dtype(default: str) -> Any:
-    return param(default, choices=FLOAT_DTYPES)
+    return param(default, choices=FLOAT_DTYPES, doc="floating-point type of the fit")
 
 
 def _threads() -> Any:
@@ -88,7 +88,7 @@ def _rank(doc: str) -> Any:
     return param(None, ge=1, doc=doc)
 
 
-# --- EASE family (spec/linear_models.md §3.1, §3.3, §3.10) ----------------------------------
+# --- EASE family (Steck 2019; Li 2023, eq. 100; Steck 2020; Jin & Li 2023, Theorems 2 and 3) ------
 
 
 @dataclass
@@ -124,7 +124,7 @@ class LowRankEDLAEConfig(DLAEConfig):
     rank: int | None = _rank("rank of B; published 1000 (ML-20M, Netflix); null: "
                              "min(1000, n_items // 20)")
     n_iter: int = param(50, ge=1, doc="max ADMM iterations")
-    tol: float = param(1e-6, gt=0)
+    tol: float = param(1e-6, gt=0, doc="ADMM stops at residual < tol · max(1, max |β|)")
     omega: float = param(10.0, gt=0, doc="ω of the ADMM penalty Ω = Λ + ωI")
 
 
@@ -132,7 +132,7 @@ class LowRankEDLAEConfig(DLAEConfig):
 class DebiasedEASEConfig(ModelConfig):
     model_path = "linrec.models.ease:DebiasedEASE"
     name: str = "debiased_ease"
-    lam: float = param(500.0, ge=0)
+    lam: float = param(500.0, ge=0, doc="λ")
     alpha: float = param(0.5, ge=0, lt=1, doc="α = (c−1)/c; 0.5 is c = 2, debiased iALS's "
                                               "default prior (prior_alpha = 1)")
     dtype: str = _dtype("float32")
@@ -153,17 +153,17 @@ class ItemKNNConfig(ModelConfig):
     model_path = "linrec.models.baselines:ItemKNN"
     name: str = "itemknn"
     k: int = param(100, ge=1, doc="neighbours per item")
-    shrink: float = param(0.0, ge=0)
+    shrink: float = param(0.0, ge=0, doc="added to the norms' product in the cosine's denominator")
 
 
 @dataclass
 class SLIMConfig(ModelConfig):
     model_path = "linrec.models.baselines:SLIM"
     name: str = "slim"
-    l1: float = param(1.0, ge=0)
-    l2: float = param(10.0, ge=0)
+    l1: float = param(1.0, ge=0, doc="L1 weight of the elastic net")
+    l2: float = param(10.0, ge=0, doc="L2 weight of the elastic net")
     max_iter: int = param(1000, ge=1, doc="coordinate-descent sweeps per column")
-    tol: float = param(1e-4, gt=0)
+    tol: float = param(1e-4, gt=0, doc="coordinate-descent tolerance")
     n_jobs: int = param(1, ge=-1, doc="joblib processes over columns (-1 = all cores)")
 
     def check(self) -> None:
@@ -174,7 +174,7 @@ class SLIMConfig(ModelConfig):
             raise ConfigError("slim.n_jobs=0 is not allowed; use >= 1, or -1 for all cores")
 
 
-# --- spectral models (spec §3.5–§3.7) ----------------------------------------------------------
+# --- spectral models (Jin et al. 2021; Li 2023, eqs. 66–70; eqs. 72–74) ------------------
 
 
 @dataclass
@@ -224,24 +224,25 @@ class ClosedFormMFConfig(ModelConfig):
 class RidgeConfig(ModelConfig):
     model_path = "linrec.models.spectral:Ridge"
     name: str = "ridge"
-    lam: float = param(1e4, ge=0)
+    lam: float = param(1e4, ge=0,
+                       doc="λ of the full-rank ridge regression (EASE without the zero diagonal)")
     dtype: str = _dtype("float64")
 
 
-# --- factor models (spec §3.8–§3.10) ----------------------------------------------------------
+# --- factor models (Hu et al. 2008; Li 2023, eq. 64; Jin & Li 2023, Theorems 2 and 3) -------------
 
 
 @dataclass
 class IALSConfig(ModelConfig):
     model_path = "linrec.models.als:IALS"
     name: str = "ials"
-    factors: int = param(64, ge=1)
+    factors: int = param(64, ge=1, doc="embedding dimension")
     reg: float = param(0.01, ge=0, doc="λ")
     alpha0: float = param(0.1, ge=0, doc="α₀, weight of the unobserved entries")
     nu: float = param(1.0, ge=0, doc="ν of the frequency-scaled λ(|I_u| + α₀|I|)^ν")
-    epochs: int = param(16, ge=1)
+    epochs: int = param(16, ge=1, doc="alternating sweeps over users and items")
     solver: str = param("cholesky", choices=SOLVERS, doc="cholesky (exact) | cg")
-    cg_steps: int = param(3, ge=1)
+    cg_steps: int = param(3, ge=1, doc="conjugate-gradient steps per row (solver=cg)")
     backend: str = param("numba", choices=BACKENDS,
                          doc="numba (compiled row solvers, fastest) | torch | numpy; same "
                              "numbers to rounding")
@@ -277,12 +278,13 @@ class WMFConfig(ModelConfig):
     alpha: float = param(10.0, ge=0, doc="published C = 10 (ML-20M), 5 (Netflix)")
     confidence: str = param("alpha", choices=CONFIDENCES,
                             doc="alpha: c = alpha (implicit) | one_plus_alpha: c = 1 + alpha")
-    iterations: int = param(15, ge=1)
-    seed: int = param(0, ge=0)
-    use_cg: bool = True
+    iterations: int = param(15, ge=1, doc="ALS sweeps (implicit's iterations)")
+    seed: int = param(0, ge=0, doc="seed of the factors (the run seed in configs)")
+    use_cg: bool = param(True, doc="implicit's conjugate-gradient solver (false: Cholesky)")
     num_threads: int = _threads()
     dtype: str = _dtype("float32")
-    record_loss: bool = False
+    record_loss: bool = param(False,
+                              doc="objective after each iteration into loss_history_ (slower)")
 
     def check(self) -> None:
         super().check()
@@ -302,25 +304,25 @@ class ResumableConfig(Params):
     resume: bool = param(True, doc="continue from this config's last epoch checkpoint")
 
 
-# --- nearby models (spec §6) ------------------------------------------------------------------
+# --- nearby models (Jin et al. 2021, §3.4) --------------------------------------------------------
 
 
 @dataclass
 class BPRTrainerConfig(ModelConfig, ResumableConfig):
-    """The BPR + Adam trainer shared by the nearby models (spec §6.2)."""
+    """The BPR + Adam trainer shared by the nearby models (Li 2023, §3.4.1)."""
 
     rmd: bool = param(False, doc="remove diag(W) (eq. 76 RMD)")
     dropout: float = param(0.0, ge=0, lt=1, doc="input dropout while training")
     bpr_scale: float = param(10.0, gt=0, doc="t in −log σ(t (s_ui − s_uj)); not published")
-    lr: float = param(0.01, gt=0)
-    epochs: int = param(10, ge=0)
-    batch_size: int = param(2048, ge=1)
+    lr: float = param(0.01, gt=0, doc="Adam learning rate")
+    epochs: int = param(10, ge=0, doc="at most this many epochs")
+    batch_size: int = param(2048, ge=1, doc="users per step")
     n_pairs: int = param(16, ge=1, doc="positive/negative pairs per user and batch")
     patience: int = param(0, ge=0, doc="early stopping on the validation selection metric "
                                       "(0 = off)")
-    seed: int = param(0, ge=0)
+    seed: int = param(0, ge=0, doc="seed of the batches and pairs (the run seed in configs)")
     dtype: str = _dtype("float32")
-    device: str = "cpu"
+    device: str = param("cpu", doc="cpu | cuda | cuda:<n>")
 
 
 @dataclass
@@ -345,13 +347,14 @@ class NearbyHTConfig(BPRTrainerConfig):
     model_path = "linrec.models.nearby:NearbyItemItem"
     name: str = "nearby_ht"
     base: str = param("edlae", choices=NEARBY_BASES, doc="the item-item model giving W")
-    base_params: dict[str, Any] = param({"p": 0.25, "lam": 10.0, "dtype": "float32"})
-    head_tail: bool = True
-    sparsify: bool = False
+    base_params: dict[str, Any] = param({"p": 0.25, "lam": 10.0, "dtype": "float32"},
+                                        doc="fields of the base model's config")
+    head_tail: bool = param(True, doc="learn the head and tail scalings H, T (eq. 76)")
+    sparsify: bool = param(False, doc="keep only W entries above sparsify_threshold")
     sparsify_threshold: float = param(float("-inf"), finite=False,
                                       doc="keep W entries above it (-inf: all)")
-    dropout: float = param(0.5, ge=0, lt=1)
-    batch_size: int = param(512, ge=1)
+    dropout: float = param(0.5, ge=0, lt=1, doc="input dropout while training")
+    batch_size: int = param(512, ge=1, doc="users per step")
 
     def check(self) -> None:
         super().check()
@@ -362,34 +365,40 @@ class NearbyHTConfig(BPRTrainerConfig):
 @dataclass
 class NearbySparseConfig(NearbyHTConfig):
     name: str = "nearby_sparse"
-    head_tail: bool = False
-    sparsify: bool = True
+    head_tail: bool = param(False, doc="learn the head and tail scalings H, T (eq. 76)")
+    sparsify: bool = param(True, doc="keep only W entries above sparsify_threshold")
     sparsify_threshold: float = param(0.0, finite=False, doc="not published")
 
 
-# --- MF trained with a loss (spec/losses.md §5) ------------------------------------------------
+# --- MF trained with a loss (Li 2023, §4.4.1) ------------------------------------------------
 
 
 @dataclass
 class MFConfig(ModelConfig, ResumableConfig):
     """MF trained with the loss `loss` (`loss=<name>` on the command line) and the sampler
-    `sampling`. Defaults: SimpleX's MF-CCL settings on Gowalla [EXT] where the dissertation is
-    silent (d = 64, cosine, init N(0, 1e-4), user dropout 0.1, Adam lr 1e-4, batch 512, 800
-    negatives, grad-norm 10); the schedule is the dissertation's (lr × 0.5 on a plateau, stop at
-    a plateau once the rate is 1e-6)."""
+    `sampling`. Defaults: SimpleX's MF-CCL settings on Gowalla (Mao et al. 2021) where the
+    dissertation is silent (d = 64, cosine, init N(0, 1e-4), user dropout 0.1, Adam lr 1e-4, batch
+    512, 800 negatives, grad-norm 10); the schedule is the dissertation's (lr × 0.5 on a plateau,
+    stop at a plateau once the rate is 1e-6)."""
 
     model_path = "linrec.models.mf:MF"
     name: str = "mf"
     dim: int = param(64, ge=1, doc="embedding dimension")
-    similarity: str = param("cosine", choices=("cosine", "dot"))
+    similarity: str = param("cosine", choices=("cosine", "dot"),
+                            doc="cosine: scores are cosines of the embeddings; dot: inner "
+                                "products")
     temperature: float = param(1.0, gt=0, doc="scores are similarity / temperature")
     init_std: float = param(1e-4, gt=0, doc="embeddings start as N(0, init_std²)")
     dropout: float = param(0.1, ge=0, lt=1, doc="user-embedding dropout during training")
     reg: float = param(1e-8, ge=0, doc="L2 weight: reg/2 · ‖·‖²")
-    reg_mode: str = param("full_table", choices=("full_table", "batch_rows"))
-    loss: Any = field(default_factory=lambda: _default_loss())
+    reg_mode: str = param("full_table", choices=("full_table", "batch_rows"),
+                          doc="full_table: L2 on every embedding once an epoch (SimpleX); "
+                              "batch_rows: on the rows a step scores")
+    loss: Any = field(default_factory=lambda: _default_loss(),
+                      metadata={"doc": "the loss (loss=<name> chooses it; its fields are under "
+                                       "model.loss.*)"})
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    lr: float = param(1e-4, gt=0)
+    lr: float = param(1e-4, gt=0, doc="Adam learning rate at the start")
     optimizer: str = param("adam", choices=("adam", "sparse_adam"),
                            doc="sparse_adam: torch's lazy Adam, only the rows a step touches "
                                "are updated (shared negatives, batch_rows L2 or none)")
@@ -399,7 +408,7 @@ class MFConfig(ModelConfig, ResumableConfig):
     eval_every: int = param(1, ge=1, doc="epochs between validation passes")
     lr_factor: float = param(0.5, gt=0, le=1, doc="lr × factor on a plateau (SimpleX: 0.1)")
     lr_patience: int = param(0, ge=0, doc="non-improving evaluations before a plateau")
-    min_lr: float = param(1e-6, gt=0)
+    min_lr: float = param(1e-6, gt=0, doc="the rate is not cut below this")
     min_delta: float = param(0.0, ge=0, doc="an evaluation improves when it beats the best by "
                                             "more than this (SimpleX: 1e-6)")
     reload_best_on_plateau: bool = param(False, doc="SimpleX: true")
@@ -408,7 +417,9 @@ class MFConfig(ModelConfig, ResumableConfig):
     select_on: str = param("valid", choices=("valid", "test"),
                            doc="test: the published LightGCN/BARS protocol (recorded as such)")
     device: str = param("cpu", doc="cpu | cuda | cuda:<n>")
-    seed: int = param(0, ge=0)
+    seed: int = param(0, ge=0,
+                      doc="seed of the initialization, batches and negatives (the run seed in "
+                          "configs)")
     num_threads: int = _threads()
 
     def check(self) -> None:

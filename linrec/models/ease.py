@@ -1,9 +1,9 @@
 """EASE and its family: DLAE, EDLAE (full rank and low rank), debiased EASE
-(spec/linear_models.md §3.1, §3.3, §3.10; spec/losses.md §4.3–4.4).
+(Steck 2019, 2020; Jin & Li 2023, Theorem 3; docs/concepts/models.md).
 
 Every model here learns a dense item-item matrix W (n_items x n_items) from one Gram matrix
 G = XᵀX and one in-place SPD inverse (`linrec.models.linalg`); scores are `foldin @ W`.
-The loss is the one *without* the ½ of eq. 59 (Steck's and eq. 100's), spec §3.1.
+The loss is the one *without* the ½ of the dissertation's eq. 59 (Steck's, and its eq. 100).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class ItemItemRecommender(Recommender):
 
 
 class EASE(ItemItemRecommender):
-    """EASE (spec §3.1): min ‖X − XW‖² + λ‖W‖² s.t. diag(W) = 0;
+    """EASE (Steck 2019; Li 2023, eq. 100): min ‖X − XW‖² + λ‖W‖² s.t. diag(W) = 0;
     P = (G + λI)⁻¹, W = I − P·diagM(1 ⊘ diag(P))."""
 
     config_class = EASEConfig
@@ -90,12 +90,12 @@ class EASE(ItemItemRecommender):
 
 
 def dropout_penalty(G: np.ndarray, p: float, lam: float) -> np.ndarray:
-    """Diagonal Λ = p/(1−p)·diag(G) + λ (length n) of DLAE/EDLAE (spec §3.3, irspack's form)."""
+    """Diagonal Λ = p/(1−p)·diag(G) + λ (length n) of DLAE/EDLAE (Steck 2020, irspack's form)."""
     return p / (1.0 - p) * np.diag(G).astype(np.float64) + lam
 
 
 class DLAE(ItemItemRecommender):
-    """Denoising linear autoencoder (spec §3.3): min ‖X − XW‖² + ‖Λ^{1/2}W‖², no diagonal
+    """Denoising linear autoencoder (Steck 2020): min ‖X − XW‖² + ‖Λ^{1/2}W‖², no diagonal
     constraint; W = (G + Λ)⁻¹G = I − (G + Λ)⁻¹Λ."""
 
     config_class = DLAEConfig
@@ -108,7 +108,7 @@ class DLAE(ItemItemRecommender):
 
 
 class EDLAE(ItemItemRecommender):
-    """Emphasized DLAE, full rank (spec §3.3): the DLAE objective with diag(W) = 0;
+    """Emphasized DLAE, full rank (Steck 2020): the DLAE objective with diag(W) = 0;
     P = (G + Λ)⁻¹, W = I − P·diagM(1 ⊘ diag(P))."""
 
     config_class = EDLAEConfig
@@ -119,7 +119,8 @@ class EDLAE(ItemItemRecommender):
 
 
 class DebiasedEASE(ItemItemRecommender):
-    """Debiased EASE (spec §3.10, losses.md §4.4): min ‖X − XW‖² − α‖XW‖² + λ‖W‖² s.t. diag(W) = 0.
+    """Debiased EASE (Jin & Li 2023, Theorems 2 and 3; Li 2023, eqs. 101–103): min ‖X − XW‖² −
+    α‖XW‖² + λ‖W‖² s.t. diag(W) = 0.
 
     From its own KKT conditions: ((1−α)G + λI)W = G − diagM(ν) with ν chosen so that diag(W) = 0,
     hence with Q = ((1−α)G + λI)⁻¹: W = (1/(1−α))·(I − Q·diagM(1 ⊘ diag(Q))) (eq. 103; Q is
@@ -134,22 +135,22 @@ class DebiasedEASE(ItemItemRecommender):
 
 
 class LowRankEDLAE(ItemItemRecommender):
-    """Low-rank EDLAE (spec §3.3, dissertation A.4.2): the EDLAE objective with
+    """Low-rank EDLAE (Steck 2020, dissertation A.4.2): the EDLAE objective with
     W = B − diagM(diag(B)), B = UVᵀ of rank `rank`, solved by ADMM on the split β = diag(B).
 
     Objective (eq. 109–110): ‖X(I + diagM(β)) − XB‖² + ‖Λ^{1/2}B‖² − ‖Λ^{1/2}diagM(β)‖²
     s.t. β = diag(B), which equals the EDLAE loss of W when the constraint holds. With Ω = Λ + ωI
-    and scaled multipliers γ, one iteration is (spec §3.3, eq. 111):
+    and scaled multipliers γ, one iteration is (Steck 2020, eq. 111):
 
     * U ← (G + Λ + Ω)⁻¹ R V (VᵀV)⁻¹ and Vᵀ ← (Uᵀ(G + Λ + Ω)U)⁻¹ UᵀR (one ALS sweep), where
       R = G·diagM(1 + β) + Ω·T and the penalty target T has diagonal β − γ.
     * β ← [diag(GUVᵀ) − diag(G) + diag(Ω) ⊙ (diag(UVᵀ) + γ)] ⊘ [diag(G) + diag(Ω − Λ)]
     * γ ← γ + diag(UVᵀ) − β
 
-    Deviation from the spec's reading: there T = diagM(β − γ), so the Ω penalty also pulls the
-    off-diagonal of B to 0, and the full-rank fixed point is EDLAE with penalty 2Λ + ωI, not Λ.
-    Here the off-diagonal of T is the previous B (a proximal term that vanishes at a fixed
-    point), so at rank = n_items the iteration converges to the full-rank EDLAE (tested).
+    Deviation from the printed updates (Li 2023, eq. 111): there T = diagM(β − γ), so the Ω penalty
+    also pulls the off-diagonal of B to 0, and the full-rank fixed point is EDLAE with penalty 2Λ +
+    ωI, not Λ. Here the off-diagonal of T is the previous B (a proximal term that vanishes at a
+    fixed point), so at rank = n_items the iteration converges to the full-rank EDLAE (tested).
     Cost: one n³ inverse, then O(n²·rank) per iteration; memory about two n x n arrays."""
 
     config_class = LowRankEDLAEConfig

@@ -1,4 +1,4 @@
-"""Shared dense linear algebra for the item-item models (spec/linear_models.md §2): memory guard,
+"""Shared dense linear algebra for the item-item models (docs/concepts/models.md): memory guard,
 Gram matrix G = XᵀX, in-place SPD inverse (Cholesky), and the zero-diagonal (EASE-type) weights.
 
 `spd_inverse` computes A⁻¹ = L⁻ᵀ L⁻¹ (A = L Lᵀ) in place in about n³ flops (Cholesky n³/3,
@@ -184,7 +184,7 @@ def recursive_block(dtype: FloatDtype, block: int = DEFAULT_BLOCK) -> int:
 def spd_inverse(A: np.ndarray, dtype: FloatDtype | None = None, overwrite: bool = True,
                 large_n: int | None = LARGE_N_THRESHOLD, block: int = DEFAULT_BLOCK,
                 n_threads: int | None = None) -> np.ndarray:
-    """Inverse of the symmetric positive definite A (n x n) via Cholesky (spec §2.4).
+    """Inverse of the symmetric positive definite A (n x n) via Cholesky (docs/concepts/models.md).
 
     With `overwrite` (and A already C-contiguous of `dtype`), A itself is overwritten and returned:
     the peak memory is one n x n array (no scratch beyond BLAS's packing buffers). One triangle
@@ -222,8 +222,9 @@ def spd_inverse(A: np.ndarray, dtype: FloatDtype | None = None, overwrite: bool 
 
 def zero_diagonal_weights(P: np.ndarray, scale: float = 1.0) -> np.ndarray:
     """In place: P <- scale · (I − P·diagM(1 ⊘ diag(P))), i.e. W_ij = −scale·P_ij / P_jj (i ≠ j) and
-    W_jj = 0 exactly (EASE closed form, spec/linear_models.md §3.1; EDLAE §3.3; eq. 103 §3.10).
-    P (n x n) is the inverse of the regularized Gram matrix. Returns the same array."""
+    W_jj = 0 exactly (EASE closed form, Steck 2019; Li 2023, eq. 100; EDLAE Steck 2020; eq. 103 Jin
+    & Li 2023, Theorems 2 and 3). P (n x n) is the inverse of the regularized Gram matrix. Returns
+    the same array."""
     column_scale = -scale / np.diag(P)
     P *= column_scale.astype(P.dtype, copy=False)[None, :]
     np.fill_diagonal(P, 0.0)

@@ -1,5 +1,6 @@
-"""Recommendation losses of the dissertation's chapter 4 (spec/losses.md §1–§3), one typed config
-per loss (`loss=<name>`), each computing per-example values on the canonical batch of spec §0:
+"""Recommendation losses of the dissertation's chapter 4 (Li 2023, §4.2–4.3; Jin & Li 2023;
+docs/concepts/losses.md), one typed config per loss (`loss=<name>`), each computing per-example
+values on one batch layout:
 
     s_pos (B,)     score of each training pair (u, i)
     s_neg (B, N)   scores of the N items drawn for the row (all items for the full softmax)
@@ -79,7 +80,7 @@ def _torch():
     return torch
 
 
-# --- listwise (spec §1) ------------------------------------------------------------------------
+# --- listwise (Li 2023, §4.2) ---------------------------------------------------------------------
 
 
 @dataclass
@@ -90,7 +91,9 @@ class SampledSoftmaxLoss(LossConfig):
 
     logq = True
     name: str = "sampled_softmax"
-    logq_include_n: bool = True
+    logq_include_n: bool = param(True,
+                                 doc="subtract log N as well (the unbiased estimate of the "
+                                     "partition function); false: the literal eq. 78")
 
     def __call__(self, s_pos, s_neg, s_ppos=None, tau_plus=0.0, neg_logq=None,
                  score_floor=-math.inf):
@@ -113,23 +116,25 @@ class InfoNCELoss(LossConfig):
 
 @dataclass
 class DebiasedInfoNCELoss(LossConfig):
-    """Debiased InfoNCE (eq. 83, spec §1.4): −s_pos + log(e^{s_pos} + λ g),
-    g = max{(mean_j e^{s_j} − τ⁺ mean_k e^{s_k}) / (1 − τ⁺), e^{−1/t}}, in the stable
-    max-shifted form of the spec. pos_correction "sampled" uses the M sampled positives,
-    "anchor" the anchor positive itself (Chuang et al.'s code). Cosine scores only (the floor
-    e^{−1/t} is their minimum)."""
+    """Debiased InfoNCE (eq. 83, Li 2023, eqs. 81–83): −s_pos + log(e^{s_pos} + λ g), g =
+    max{(mean_j e^{s_j} − τ⁺ mean_k e^{s_k}) / (1 − τ⁺), e^{−1/t}}, in the stable max-shifted form
+    (log-sum-exp of both means). pos_correction "sampled" uses the M sampled positives, "anchor" the
+    anchor positive itself (Chuang et al.'s code). Cosine scores only (the floor e^{−1/t} is their
+    minimum)."""
 
     positives = True
     cosine = True
     stats = ("clamped_fraction",)
     name: str = "debiased_infonce"
     negative_weight: float = param(800.0, gt=0, doc="λ; λ = N with τ⁺ = 0 is InfoNCE")
-    pos_correction: str = param("sampled", choices=("sampled", "anchor"))
+    pos_correction: str = param("sampled", choices=("sampled", "anchor"),
+                                doc="sampled: the M sampled positives estimate the positive "
+                                    "term; anchor: the anchor positive itself")
 
     def __call__(self, s_pos, s_neg, s_ppos=None, tau_plus=0.0, neg_logq=None,
                  score_floor=-math.inf, stats=None):
         """stats (a dict, optional) receives "clamped_fraction": the share of rows whose g sits
-        on its floor, where every negative gets zero gradient (spec §1.4: log it)."""
+        on its floor, where every negative gets zero gradient (Li 2023, eqs. 81–83: log it)."""
         torch = _torch()
         positives = s_pos[:, None] if self.pos_correction == "anchor" else s_ppos
         if positives is None:
@@ -137,7 +142,7 @@ class DebiasedInfoNCELoss(LossConfig):
         tau = torch.as_tensor(tau_plus, dtype=s_pos.dtype, device=s_pos.device)
         # log g in log space: log A + log(1 − τ⁺P/A) − log(1 − τ⁺), floored at score_floor.
         # Both means are log-sum-exps, so nothing under- or overflows even when the scores
-        # span 1e4; the floor branch gets no gradient, as the clamp of the spec's form.
+        # span 1e4; the floor branch gets no gradient, as the clamp of the paper's form.
         log_a = torch.logsumexp(s_neg, 1) - math.log(s_neg.shape[1])
         log_p = torch.logsumexp(positives, 1) - math.log(positives.shape[1])
         log_r = torch.log(tau) + log_p - log_a
@@ -189,7 +194,7 @@ class MINEPlusLoss(LossConfig):
 
 @dataclass
 class InfoNCEPlusLoss(LossConfig):
-    """InfoNCE+ [EXTENSION, arXiv 2312.08520, not in the dissertation; spec §1.7]:
+    """InfoNCE+ [EXTENSION, arXiv 2312.08520, not in the dissertation; Li, Jin & Ren 2023]:
     −s_pos + log(ε e^{s_pos} + λ Σ_j e^{s_j}); ε = 1, λ = 1 is InfoNCE, ε = 0 is MINE+."""
 
     name: str = "infonce_plus"
@@ -206,7 +211,7 @@ class InfoNCEPlusLoss(LossConfig):
                                         dim=1)
 
 
-# --- pairwise (spec §2) ------------------------------------------------------------------------
+# --- pairwise (Li 2023, eqs. 87–91) ---------------------------------------------------------------
 
 
 @dataclass
@@ -223,7 +228,7 @@ class BPRLoss(LossConfig):
 
 @dataclass
 class LinearPairwiseLoss(LossConfig):
-    """The linear Jensen bound mean_j (s_j − s_pos) (spec §2.2): a diagnostic, reported to
+    """The linear Jensen bound mean_j (s_j − s_pos) (Li 2023, eqs. 87–91): a diagnostic, reported to
     train poorly."""
 
     name: str = "linear_pairwise"
@@ -233,7 +238,7 @@ class LinearPairwiseLoss(LossConfig):
         return (s_neg - s_pos[:, None]).mean(1)
 
 
-# --- pointwise and their debiased forms (spec §3) ----------------------------------------------
+# --- pointwise and their debiased forms (Li 2023, §4.3) -------------------------------------------
 
 
 @dataclass
@@ -313,7 +318,7 @@ class CCLLoss(_Pointwise):
 class DebiasedCCLLoss(CCLLoss):
     """Debiased CCL (eq. 98): relu(1 − s_pos) + λ [red_j relu(s_j − ε) − τ⁺ red_k relu(s_k − ε)].
     Defaults as CCL's (mean, the equation). Table 20 publishes λ = 0.7, ε = 0.9, M = 20 for
-    Gowalla; that λ scale fits the sum over the N negatives (spec §3.2 [FLAG]), which the
+    Gowalla; that λ scale fits the sum over the N negatives (docs/concepts/losses.md), which the
     per-dataset presets use."""
 
     positives = True

@@ -1,4 +1,4 @@
-"""A PyTorch MF trained with any loss of `linrec.models.losses` (spec/losses.md §5).
+"""A PyTorch MF trained with any loss of `linrec.models.losses` (Li 2023, §4.4.1).
 
 Model: user and item embedding tables (n × d); score = ⟨u, v⟩ (dot) or cos(u, v) (cosine),
 divided by the temperature t. Training: batches of (user, positive) pairs of the training
@@ -121,7 +121,7 @@ class MF(Recommender):
     def _check_config(self) -> None:
         loss = self.loss
         if loss.name in ("mine", "infonce_plus") and self.similarity == "dot":
-            log.warning("loss %s with dot-product scores is unbounded below (spec §1.5): "
+            log.warning("loss %s with dot-product scores is unbounded below (Li 2023, eqs. 84–86): "
                         "expect diverging embeddings unless reg is large; cosine is safer",
                         loss.name)
         if loss.full_catalogue and self.sampling.negatives == "shared":
@@ -316,15 +316,14 @@ class MFTrainer(TorchTrainerState):
         return value
 
     def _scores(self, user_rows, positives, negatives, extra):
-        """s_pos (B,), s_neg (B, N) and s_ppos (B, M) or None, divided by the temperature (the
-        B user rows are divided, not the B·N scores; at t = 1 the scores are left as they are),
-        and the positives' embedding rows (B, d) where this gathered them (shared negatives;
-        else None).
-        Every item score of the step comes from one product, so its backward pass writes the
-        table's gradient once: the full product (full-catalogue losses), one gather of the
-        batch's rows (shared negatives: only the B + N (+ B·M) gathered rows are normalised),
-        or one `sampled_dot` (per-example negatives: its B·N rows would be ten times the table,
-        so the table is normalised once per step)."""
+        """s_pos (B,), s_neg (B, N) and s_ppos (B, M) or None, divided by the temperature (the B
+        user rows are divided, not the B·N scores; at t = 1 the scores are left as they are), and
+        the positives' embedding rows (B, d) where this gathered them (shared negatives; else None).
+        Every item score of the step comes from one product, so its backward pass writes the table's
+        gradient once: the full product (full-catalogue losses), one gather of the batch's rows
+        (shared negatives: only the B + N (+ B·M) gathered rows are normalised), or one
+        `sampled_dot` (per-example negatives: its B·N rows would be ten times the table, so the
+        table is normalised once per step)."""
         t, batch = self.cfg.temperature, len(positives)
         if t != 1.0:
             user_rows = user_rows / t

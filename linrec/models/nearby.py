@@ -1,17 +1,17 @@
-"""Learned per-component λ_i and the "nearby" models of spec/linear_models.md §6, trained with
-BPR (§6.2) and Adam in torch.
+"""Learned per-component λ_i and the "nearby" models of Jin et al. 2021, §3.4, trained with
+BPR and Adam in torch (Li 2023, §3.4.1 and eq. 76; docs/concepts/models.md).
 
-* `LearnedLambda`: LRR with λ_i = λ + c·tanh(α_i) (§6.1), W(α) = V_k diag(e_i/(e_i + λ_i)) V_kᵀ,
-  optionally with head/tail scaling (HT, §6.4) and post-hoc diagonal removal (RMD, eq. 76).
-* `NearbyItemItem`: HT and/or sparsification W_S = S ⊙ W ⊙ 1[W > threshold] (§6.4) around a
-  dense item–item model (EDLAE full rank by default), optionally with RMD.
+* `LearnedLambda`: LRR with λ_i = λ + c·tanh(α_i), W(α) = V_k diag(e_i/(e_i + λ_i)) V_kᵀ,
+  optionally with head/tail scaling (HT) and post-hoc diagonal removal (RMD).
+* `NearbyItemItem`: HT and/or sparsification W_S = S ⊙ W ⊙ 1[W > threshold] around a dense
+  item–item model (EDLAE full rank by default), optionally with RMD.
 
 Parameterization choices (documented in the report):
-* H = 2·sigmoid(h), T = 2·sigmoid(t), S = 2·sigmoid(s): the spec's sigmoid scaled by 2 so that
+* H = 2·sigmoid(h), T = 2·sigmoid(t), S = 2·sigmoid(s): the paper's sigmoid scaled by 2 so that
   at h = t = s = 0 the model *equals* its closed form (H = T = S = 1); a global factor changes
   no ranking.
-* Training scores only the sampled items: s_ui = T_i·((x_u ⊙ H) V_k ⊙ f)·V_i (§6.3 at the
-  sampled columns), never the full batch x n_items matrix.
+* Training scores only the sampled items, s_ui = T_i·((x_u ⊙ H) V_k ⊙ f)·V_i at the sampled
+  columns, never the full batch x n_items matrix.
 * Early stopping (when the run passes a validation callback and patience > 0) keeps the
   parameters of the epoch with the best validation score (the run's selection metric).
 * The epochs, early stopping, checkpoints and resume are the epoch driver's
@@ -44,7 +44,7 @@ _SCORE_BATCH = 1024
 
 
 def _doubled_sigmoid(logits: torch.Tensor) -> torch.Tensor:
-    """2·sigmoid(x) ∈ (0, 2), = 1 at x = 0 (the spec's sigmoid up to a global factor)."""
+    """2·sigmoid(x) ∈ (0, 2), = 1 at x = 0 (the paper's sigmoid up to a global factor)."""
     return 2.0 * torch.sigmoid(logits)
 
 
@@ -55,7 +55,8 @@ def _doubled_sigmoid(logits: torch.Tensor) -> torch.Tensor:
 class _BPRNearby(Recommender):
     """Training loop shared by the nearby models: uniform users in batches, `n_pairs`
     positives per user (uniform from the row) each paired with one uniform negative (pairs
-    whose negative is a positive are dropped), loss mean −log σ(t (s_ui − s_uj)) (§6.2), Adam.
+    whose negative is a positive are dropped), loss mean −log σ(t (s_ui − s_uj)) (Li 2023, §3.4.1),
+    Adam.
 
     Subclasses implement `_setup(train)` (closed form + torch parameters), `_pair_scores(...)`
     and `_scores(foldin)`."""
@@ -129,7 +130,7 @@ class _BPRNearby(Recommender):
         valid_pairs = ~torch.gather(clean, 1, negatives)  # the negative must be unobserved
         pos_scores = self._pair_scores(inputs, positives, torch.gather(inputs, 1, positives))
         neg_scores = self._pair_scores(inputs, negatives, torch.gather(inputs, 1, negatives))
-        # §6.2: −log σ(t (s_ui − s_uj)) = softplus(−t (s_ui − s_uj))
+        # Li 2023, §3.4.1: −log σ(t (s_ui − s_uj)) = softplus(−t (s_ui − s_uj))
         losses = F.softplus(-self.bpr_scale * (pos_scores - neg_scores))
         weights = valid_pairs.to(losses.dtype)
         return (losses * weights).sum() / weights.sum().clamp_min(1.0)
@@ -207,17 +208,17 @@ def _scaled(weights: np.ndarray, head: np.ndarray | None, tail: np.ndarray | Non
 
 
 class LearnedLambda(_BPRNearby):
-    """LRR with per-component λ_i = λ + c·tanh(α_i), i = 1..k (spec §6.1):
-    W(α) = V_k diag(e_i/(e_i + λ_i)) V_kᵀ, e_i = σ_i², learned by BPR (§6.2) with Adam.
+    """LRR with per-component λ_i = λ + c·tanh(α_i), i = 1..k (Li 2023, §3.4.1):
+    W(α) = V_k diag(e_i/(e_i + λ_i)) V_kᵀ, e_i = σ_i², learned by BPR (Li 2023, §3.4.1) with Adam.
 
-    head_tail: also learn H, T (W_HT = diagM(H) W diagM(T), §6.4); rmd: remove diag(W) in the
-    forward pass (diag(W)_i = Σ_r V_ir² f_r, subtracted as x_ui·H_i·W_ii·T_i).
+    head_tail: also learn H, T (W_HT = diagM(H) W diagM(T), Li 2023, eq. 76); rmd: remove diag(W) in
+    the forward pass (diag(W)_i = Σ_r V_ir² f_r, subtracted as x_ui·H_i·W_ii·T_i).
     At α = 0 (and h = t = 0) the model equals LRR(rank, lam) exactly (epochs=0 gives it).
 
     Parameters: rank k, lam λ > 0, c in [0, λ) (search range; λ_i ∈ (λ − c, λ + c)),
-    head_tail, rmd, dropout (input dropout while training; 0.5 in the spec for models 2–4),
+    head_tail, rmd, dropout (input dropout while training; 0.5 in Jin et al. 2021 for models 2–4),
     bpr_scale t (logit scale; not reported in the dissertation), lr, epochs, batch_size (2048
-    in the spec), n_pairs (positive/negative pairs per user and batch), patience (early
+    in the paper), n_pairs (positive/negative pairs per user and batch), patience (early
     stopping on the run's validation score; 0 = off), seed, dtype, device.
     After fit: alpha_ (k,), lambdas_ (k,), filter_ (k,), head_ / tail_ (n,) or None,
     loss_history_ (mean training BPR per epoch).
@@ -241,7 +242,7 @@ class LearnedLambda(_BPRNearby):
     # -- the learned quantities ----------------------------------------------------------------
 
     def _lambdas(self) -> torch.Tensor:
-        return self.lam + self.c * torch.tanh(self.params_["alpha"])  # §6.1
+        return self.lam + self.c * torch.tanh(self.params_["alpha"])  # Li 2023, §3.4.1
 
     def _filter(self) -> torch.Tensor:
         e = self._eigenvalues
@@ -278,7 +279,8 @@ class LearnedLambda(_BPRNearby):
 
     def _pair_scores(self, inputs: torch.Tensor, items: torch.Tensor,
                      item_inputs: torch.Tensor) -> torch.Tensor:
-        """s_ui = T_i ((x_u ⊙ H) V_k ⊙ f) · V_i − rmd · x_ui H_i W_ii T_i (§6.3, §6.4)."""
+        """s_ui = T_i ((x_u ⊙ H) V_k ⊙ f) · V_i − rmd · x_ui H_i W_ii T_i (Li 2023, §3.4.1 and
+        eq. 76)."""
         f = self._filter()
         head, tail = self._head_tail()
         vectors = self._vectors if head is None else self._vectors * head[:, None]
@@ -329,7 +331,7 @@ class LearnedLambda(_BPRNearby):
 
 
 class NearbyItemItem(_BPRNearby):
-    """Nearby models of a dense item–item model W (spec §6.4, eq. 76):
+    """Nearby models of a dense item–item model W (Li 2023, eq. 76, eq. 76):
     head_tail: W_HT = diagM(H) W diagM(T); sparsify: W_S = S ⊙ W ⊙ 1[W > sparsify_threshold]
     with S learned on the kept entries only; rmd: W ← W − diagM(diag(W)) (post hoc).
 

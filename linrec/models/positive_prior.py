@@ -1,8 +1,8 @@
 """The positive-class prior τ⁺_u of the debiased losses (MF) and of debiased iALS.
 
 τ⁺_u is the share of user u's unlabelled items that are positives in truth (Chuang et al.,
-NeurIPS'20; the dissertation's chapter 4, §4.1). Three forms, with |I_u| the user's training
-items and |I| the catalogue:
+NeurIPS'20; Li 2023, §4.2). Three forms, with |I_u| the user's training items and |I| the
+catalogue:
 - `ratio_alpha`: τ⁺_u = (1 + α)|I_u|/|I|, so that the confidence c_u = τ⁺_u|I|/|I_u| = 1 + α is
   one constant for every user;
 - `count_k`: τ⁺_u = (|I_u| + K)/|I|, K extra positives beyond the observed ones;

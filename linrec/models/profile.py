@@ -1,5 +1,5 @@
 """Per-component shrinkage profile f_i = v_iᵀ W v_i of any item–item model
-(spec/linear_models.md §4, the Figure 11 view)."""
+(Jin et al. 2021, §3.3, the Figure 11 view)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def _profile_from_scores(model: Recommender, vectors: np.ndarray) -> np.ndarray:
 
 
 def spectral_profile(model: Recommender, spectrum: Spectrum | None = None) -> np.ndarray:
-    """f (r,) float64 with f_i = v_iᵀ W v_i for the r components of `spectrum` (spec §4).
+    """f (r,) float64 with f_i = v_iᵀ W v_i for the r components of `spectrum` (Jin et al. 2021,
+    §3.3).
 
     * Spectral-filter models (LRR eq. 70, PureSVD, ClosedFormMF, Ridge): f directly, zero-padded
       past the model's rank; `spectrum` defaults to the model's own.

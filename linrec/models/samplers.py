@@ -1,5 +1,5 @@
-"""Samplers and priors of the MF trainer (spec/losses.md §0, §5): the items drawn for each training
-pair, the extra positives of the debiased losses and the positive-class prior τ⁺_u.
+"""Samplers and priors of the MF trainer (Li 2023, §4.2; §4.4.1): the items drawn for each
+training pair, the extra positives of the debiased losses and the positive-class prior τ⁺_u.
 
 Negatives: uniform over all items (the default; may hit the user's own positives, as the
 debiasing derivation and SimpleX assume), uniform over the user's unlabelled items, or ∝
@@ -77,7 +77,7 @@ class TrainingSampler:
             if weights.sum() <= 0:
                 raise ConfigError("model.sampling.pool=popularity: no item has a training "
                                   "interaction")
-            probs = np.maximum(weights / weights.sum(), 1e-12)  # q_j > 0 (spec §1.2)
+            probs = np.maximum(weights / weights.sum(), 1e-12)  # q_j > 0 (Li 2023, eq. 78)
             self._probs = torch.as_tensor(probs / probs.sum(), dtype=torch.float64,
                                           device=device)
             self._logq = torch.log(self._probs).to(torch.float32)

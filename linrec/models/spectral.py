@@ -1,5 +1,5 @@
 """Spectral linear models: W = V_k diag(f) V_kᵀ from one eigendecomposition of G = XᵀX
-(spec/linear_models.md §2.2–§2.3, §3.5–§3.7, §4, §5).
+(Jin et al. 2021; Li 2023, eqs. 65–74 and Algorithm 2; docs/concepts/models.md).
 
 Public API (stable; used by `linrec.models.nearby`):
   Spectrum, compute_spectrum, clear_spectrum_cache,
@@ -32,7 +32,8 @@ from linrec.params import check_float_dtype, check_int
 # partial eigh (scipy subset_by_index, driver evr) beats the full divide-and-conquer eigh only for
 # a small fraction of the spectrum (measured: k = n/10 at 0.65x the time, k = n/4 at 1.0x).
 _PARTIAL_EIGH_MAX_FRACTION = 0.2
-# relative gap below which two eigenvalues count as tied (spec §2.2: never cut inside a tie)
+# relative gap below which two eigenvalues count as tied (docs/concepts/models.md: never cut inside
+# a tie)
 _TIE_RTOL = 1e-10
 # dense n x n matrices alive during compute_spectrum: G, the eigh work array (2n² for syevd)
 _EIGH_DENSE_MATRICES = 3.0
@@ -45,7 +46,7 @@ _CACHE_SIZE = 2
 
 @dataclass(frozen=True, eq=False)
 class Spectrum:
-    """Leading eigenpairs of G = XᵀX (spec §2.2).
+    """Leading eigenpairs of G = XᵀX (docs/concepts/models.md).
 
     eigenvalues: float64 (r,) e_i = σ_i², descending, clamped at 0.
     vectors: (n_items, r) orthonormal columns V in the same order (float64 or float32).
@@ -101,8 +102,8 @@ def clear_spectrum_cache() -> None:
 
 def compute_spectrum(train: sp.csr_matrix, dtype: np.dtype | str = np.float64,
                      rank: int | None = None, cache: bool = True) -> Spectrum:
-    """Eigendecomposition of G = XᵀX (spec §2.2): eigenvalues flipped to descending order and
-    clamped at 0, eigenvectors in the same column order.
+    """Eigendecomposition of G = XᵀX (docs/concepts/models.md): eigenvalues flipped to descending
+    order and clamped at 0, eigenvectors in the same column order.
 
     train: CSR (n_users x n_items). dtype: float64 or float32 for G and V (eigenvalues are always
     returned as float64). rank: None for the full spectrum; otherwise at least `rank` leading
@@ -170,7 +171,7 @@ def _decompose(train: sp.csr_matrix, dtype: np.dtype, needed: int) -> Spectrum:
         values, vectors = sla.eigh(gram_matrix, driver="evd", overwrite_a=True,
                                    check_finite=False)
     del gram_matrix
-    # ascending -> descending (spec §2.2); copy makes the flipped columns contiguous
+    # ascending -> descending (docs/concepts/models.md); copy makes the flipped columns contiguous
     eigenvalues = np.maximum(values[::-1].astype(np.float64), 0.0)
     vectors = np.ascontiguousarray(vectors[:, ::-1], dtype=dtype)
     # shared through the caches: read-only so that no model can alter another's spectrum
@@ -200,20 +201,19 @@ def _warn_if_tied_cut(spectrum: Spectrum, k: int, who: str) -> None:
 
 
 def _filtered_scores(z: np.ndarray, f: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-    """S = (Z ⊙ f) V_kᵀ (spec §2.3) for Z (rows x k), f (k,), V_k (n_items x k)."""
+    """S = (Z ⊙ f) V_kᵀ (docs/concepts/models.md) for Z (rows x k), f (k,), V_k (n_items x k)."""
     k = f.shape[0]
     return (z[:, :k] * f.astype(z.dtype, copy=False)) @ vectors[:, :k].T
 
 
 class SpectralFilterModel(Recommender):
-    """Base of every model W = V_k diag(f) V_kᵀ (spec §2.3, §4).
+    """Base of every model W = V_k diag(f) V_kᵀ (docs/concepts/models.md; Jin et al. 2021, §3.3).
 
     Subclasses implement `filter(spectrum) -> f`, f float64 (k,) for the k leading components of
-    `spectrum` (k = `_rank_for(n_items)`: the config's rank, auto-sized when null).
-    After `fit(train)`:
-    `spectrum_` (Spectrum, possibly shared through the cache), `filter_` float64 (k_eff,) with
-    trailing zeros of f trimmed, `vectors_` (n_items x k_eff) = V[:, :k_eff].
-    Scores are ((foldin @ V_k) ⊙ f) V_kᵀ; W is never formed.
+    `spectrum` (k = `_rank_for(n_items)`: the config's rank, auto-sized when null). After
+    `fit(train)`: `spectrum_` (Spectrum, possibly shared through the cache), `filter_` float64
+    (k_eff,) with trailing zeros of f trimmed, `vectors_` (n_items x k_eff) = V[:, :k_eff]. Scores
+    are ((foldin @ V_k) ⊙ f) V_kᵀ; W is never formed.
     """
 
     binary_input = False  # the closed form takes weighted interactions as they are
@@ -264,16 +264,18 @@ class SpectralFilterModel(Recommender):
 
 
 class LRR(SpectralFilterModel):
-    """Low-rank (Tikhonov) regression, min_{rank W <= k} ‖X − XW‖² + ‖ΓW‖² (spec §3.5, eq. 66).
+    """Low-rank (Tikhonov) regression, min_{rank W <= k} ‖X − XW‖² + ‖ΓW‖² (Jin et al. 2021; Li
+    2023, eq. 66).
 
-    Regularizer R = ΓᵀΓ = λI + p/(1−p)·diagM(diag(G)) [dropout p, low-rank DLAE, §3.4(3)]
+    Regularizer R = ΓᵀΓ = λI + p/(1−p)·diagM(diag(G)) [dropout p, low-rank DLAE, Li 2023, eq. 62]
     + gammaᵀgamma [explicit Γ: (r, n_items) matrix, or (n_items,) vector meaning diag(gamma)].
     * Only λ (dropout=0, gamma=None): spectral closed form eq. 70,
       W = V_k diag(σ_i²/(σ_i²+λ)) V_kᵀ, served by the shared spectrum.
     * Otherwise the general closed form eq. 68: W* = (G + R)⁻¹G, Q_k = top-k right singular
       vectors of the stacked X̃W* = [XW*; ΓW*] (= top-k eigenvectors of
       (X̃W*)ᵀX̃W* = G(G + R)⁻¹G), W = W* Q_k Q_kᵀ (about 5 dense n x n matrices).
-    Hyper-parameters (spec §3.5): rank k (ML-20M 2000, Netflix 3000), lam λ (1e4, 4e4).
+    Hyper-parameters (Jin et al. 2021; Li 2023, eqs. 66–70): rank k (ML-20M 2000, Netflix 3000), lam
+    λ (1e4, 4e4).
     """
 
     config_class = LRRConfig
@@ -290,7 +292,7 @@ class LRR(SpectralFilterModel):
                               "is given (eq. 68); use fit/score")
         e = spectrum.eigenvalues[: self._components(spectrum)]
         if self.lam == 0.0:
-            return np.ones_like(e)  # λ = 0: PCA projection V_kV_kᵀ (§3.5 special cases)
+            return np.ones_like(e)  # λ = 0: the PCA projection V_kV_kᵀ (Jin et al. 2021)
         return e / (e + self.lam)
 
     def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
@@ -355,7 +357,8 @@ class LRR(SpectralFilterModel):
 
 
 class PureSVD(SpectralFilterModel):
-    """PureSVD / PCA projection W = V_k V_kᵀ (spec §3.6, eq. 65); f = 1 for i < k."""
+    """PureSVD / PCA projection W = V_k V_kᵀ (Cremonesi et al. 2010; Li 2023, eq. 65, eq. 65); f = 1
+    for i < k."""
 
     config_class = PureSVDConfig
 
@@ -364,11 +367,12 @@ class PureSVD(SpectralFilterModel):
 
 
 class ClosedFormMF(SpectralFilterModel):
-    """Regularized MF min ‖X − PQᵀ‖² + λ′(‖P‖² + ‖Q‖²) in closed form (spec §3.7, eq. 72–74):
-    W_MF = V_k diag((1 − λ′/σ_i)₊) V_kᵀ (eq. 74 with the mandatory clipping), so the effective
-    rank is min(k, #{σ_i > λ′}); λ′ = 0 gives PureSVD. σ = sqrt(eigenvalue), not the eigenvalue.
+    """Regularized MF min ‖X − PQᵀ‖² + λ′(‖P‖² + ‖Q‖²) in closed form (Li 2023, eqs.
+    72–74): W_MF = V_k diag((1 − λ′/σ_i)₊) V_kᵀ (eq. 74 with the mandatory clipping), so the
+    effective rank is min(k, #{σ_i > λ′}); λ′ = 0 gives PureSVD. σ = sqrt(eigenvalue), not the
+    eigenvalue.
 
-    Factor-model protocol of Tables 8/9 (spec §1.3): the experiment fits this model on
+    Factor-model protocol of Tables 8/9 (Liang et al. 2018): the experiment fits this model on
     X_all = [X_train; X_val_foldin; X_test_foldin]; for any user u present in X_all,
     x_u W_MF = (PQᵀ)_u exactly, so the same W-based `score(foldin)` serves both protocols.
     `factors(X)` returns the balanced split P = U_k diag(√(σ−λ′)₊), Q = V_k diag(√(σ−λ′)₊).
@@ -392,7 +396,8 @@ class ClosedFormMF(SpectralFilterModel):
 
     def factors(self, train: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
         """Balanced factors (P (n_users x k_eff), Q (n_items x k_eff)) of the fitted model for
-        the matrix it was fitted on: PQᵀ = U_k diag((σ_i − λ′)₊) V_kᵀ = X W_MF (§3.7)."""
+        the matrix it was fitted on: PQᵀ = U_k diag((σ_i − λ′)₊) V_kᵀ = X W_MF (Li 2023, eqs.
+        72–74)."""
         self.check_fitted()
         train = check_foldin(train, self.vectors_.shape[0], "mf_closed.factors")
         sigma = self.spectrum_.singular_values[: self.filter_.shape[0]]
@@ -405,7 +410,8 @@ class ClosedFormMF(SpectralFilterModel):
 
 class Ridge(SpectralFilterModel):
     """Ridge regression W = (G + λI)⁻¹G = V diag(e_i/(e_i+λ)) Vᵀ, i.e. LRR with k = n
-    (spec §3.5 special cases, §4 table). Uses the full spectrum so λ grids reuse it."""
+    (Jin et al. 2021, §3.3; Li 2023, eqs. 66–70). Uses the full
+    spectrum so λ grids reuse it."""
 
     config_class = RidgeConfig
 
@@ -423,7 +429,7 @@ class Ridge(SpectralFilterModel):
 
 
 # --------------------------------------------------------------------------------------------
-# Grid reuse (spec §2.3, §5)
+# Grid reuse (docs/concepts/models.md; Li 2023, Algorithm 2)
 
 
 class ProjectionCache:
@@ -473,8 +479,8 @@ class FilteredScorer:
 def spectral_grid(model_name: str, spectrum: Spectrum, grid: Mapping[str, Iterable[Any]],
                   projections: ProjectionCache | None = None,
                   **fixed: Any) -> Iterator[tuple[dict[str, Any], FilteredScorer]]:
-    """Algorithm 2 (spec §5): for every combination of `grid` values (e.g. {"rank": [...],
-    "lam": [...]}, last key varying fastest) yield (params, scorer) where scorer shares
+    """Algorithm 2 (Li 2023, Algorithm 2): for every combination of `grid` values (e.g. {"rank":
+    [...], "lam": [...]}, last key varying fastest) yield (params, scorer) where scorer shares
     `spectrum` and one ProjectionCache of the evaluation users' Z = foldin V (sized for the
     largest rank). model_name: a registry key of a SpectralFilterModel (lrr, puresvd, mf_closed,
     ridge). `fixed` are further constructor parameters.

@@ -2,13 +2,13 @@
 selection value (mean over seeds), its metrics on the reported split as mean ± std over seeds,
 and paired significance tests of its per-user values against a baseline model.
 
-Protocol (the specs' tables): the configuration is chosen on validation only; the reported
-split's metrics of that configuration are shown. Runs without a validation split (selected on
-test, e.g. the published LightGCN protocol) are flagged. Per-user values come from each run's
+Protocol (that of the source papers' tables): the configuration is chosen on validation only; the
+reported split's metrics of that configuration are shown. Runs without a validation split (selected
+on test, e.g. the published LightGCN protocol) are flagged. Per-user values come from each run's
 ranks file (the exact evaluator's global ranks, through `linrec.eval.metrics.exact_metrics`),
-averaged over the configuration's seeds; a model and the baseline are compared on the users
-they share by the paired t-test and the Wilcoxon signed-rank test, each Holm-corrected over the
-models compared (per metric).
+averaged over the configuration's seeds; a model and the baseline are compared on the users they
+share by the paired t-test and the Wilcoxon signed-rank test, each Holm-corrected over the models
+compared (per metric).
 """
 
 from __future__ import annotations

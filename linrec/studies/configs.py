@@ -46,20 +46,25 @@ def _check_mapping(spec: str) -> None:
 
 @dataclass
 class SamplingStudyConfig(StudyConfig):
-    """How well each estimator recovers exact metrics from sampled ranks ([S3] AAAI'23 tables,
-    spec/evaluation.md §10.3; the KDD'20 mapping tables, §10.2). Every model of `models` is one
-    run evaluated with the sampled block of `eval.sampled` (the preset simulates 100 repeats at
-    n = 100, 500, 1000 and adaptive sampling); the study adds the winner-accuracy and mapping
-    tables across the models."""
+    """How well each estimator recovers exact metrics from sampled ranks (Li et al. 2023,
+    Tables 1–11; the mapping tables of Li et al. 2020, Tables 5–7). Every
+    model of `models` is one run evaluated with the sampled block of `eval.sampled` (the preset
+    simulates 100 repeats at n = 100, 500, 1000 and adaptive sampling); the study adds the
+    winner-accuracy and mapping tables across the models."""
 
     name: str = "sampling_study"
     models: dict[str, Any] = param({
         "itemknn": {"name": "itemknn", "k": 100}, "puresvd": {"name": "puresvd", "rank": 64},
         "ials": {"name": "ials", "factors": 64}, "ease": {"name": "ease", "lam": 500.0},
         "most_popular": {"name": "most_popular"}}, doc="label -> model config")
-    winner_ks: tuple[int, ...] = param((5, 10, 20), ge=1)
-    mappings: tuple[str, ...] = ("linear", "bound", "beta@1", "beta@0.5", "beta@0.2", "beta_p")
-    mapping_ks: tuple[int, ...] = param((1, 2, 5, 10, 20, 50), ge=1)
+    winner_ks: tuple[int, ...] = param((5, 10, 20), ge=1,
+                                       doc="cut-offs of the winner-accuracy table")
+    mappings: tuple[str, ...] = param(("linear", "bound", "beta@1", "beta@0.5", "beta@0.2",
+                                       "beta_p"),
+                                      doc="mapping functions of the mapping table: linear, "
+                                          "bound, beta@<a>, beta_p")
+    mapping_ks: tuple[int, ...] = param((1, 2, 5, 10, 20, 50), ge=1,
+                                        doc="sampled cut-offs k the mapping table maps")
 
     def check(self) -> None:
         super().check()
@@ -69,13 +74,14 @@ class SamplingStudyConfig(StudyConfig):
 
 @dataclass
 class LinearModelsStudyConfig(StudyConfig):
-    """Tables 8/9 protocol and the grids of Tables 14–17 (spec/linear_models.md §1.3, §5, §7):
-    each family's grid selected on the validation users (`eval.selection`), the best point
-    scored on the test users. A family: {model: <name>, grid: {param: [values]}, params: {...},
-    train_on: train | train_and_foldin}."""
+    """Tables 8/9 protocol and the grids of Tables 14–17 (Liang et al. 2018; Li 2023, Algorithm 2;
+    Li 2023, Tables 8–18): each family's grid selected on the validation users (`eval.selection`),
+    the best point scored on the test users. A family: {model: <name>, grid: {param: [values]},
+    params: {...}, train_on: train | train_and_foldin}."""
 
     name: str = "linear_models"
-    report: tuple[str, ...] = ("recall_trunc@20", "recall_trunc@50", "ndcg@100")
+    report: tuple[str, ...] = param(("recall_trunc@20", "recall_trunc@50", "ndcg@100"),
+                                    doc="metrics of the study's tables")
     models: dict[str, Any] = param({"ease": {"model": "ease", "grid": {"lam": [400]}}},
                                    doc="label -> family")
 
@@ -97,7 +103,7 @@ class LinearModelsStudyConfig(StudyConfig):
 
 @dataclass
 class LossStudyConfig(StudyConfig):
-    """The losses × datasets grid of Table 12 (spec/losses.md §7.1) on one MF backbone: every
+    """The losses × datasets grid of Table 12 (Li 2023, Table 12) on one MF backbone: every
     (dataset, loss) is one run of the model block (`model=mf`, its fields overridden by the
     loss's entry in `models`) on that dataset. `datasets`: label -> data config (a mapping of
     DataConfig fields; the LightGCN splits in the preset). `rows`: the table's groups, each
@@ -114,9 +120,11 @@ class LossStudyConfig(StudyConfig):
                                     "debiased_ccl": {"loss": {"name": "debiased_ccl"}}},
                                    doc="label -> MF fields (loss included)")
     rows: list[dict[str, Any]] = param([{"name": "CCL", "biased": "ccl",
-                                         "debiased": "debiased_ccl"}])
+                                         "debiased": "debiased_ccl"}],
+                                       doc="the table's groups: {name, biased, debiased} or "
+                                           "{name, loss, against}")
     per_dataset: dict[str, Any] = param({}, doc="dataset -> loss -> MF fields for that pair")
-    metrics: tuple[str, ...] = ("recall@20", "ndcg@20")
+    metrics: tuple[str, ...] = param(("recall@20", "ndcg@20"), doc="metrics of the table")
 
     def check(self) -> None:
         super().check()

@@ -1,5 +1,5 @@
 """`experiment=linear_models`: the protocol of Tables 8/9 and the grids of Tables 14–17 of the
-dissertation's chapter 3 (spec/linear_models.md §1.3, §5, §7).
+dissertation's chapter 3 (Liang et al. 2018; Li 2023, Algorithm 2; Tables 8–18).
 
 Strong generalization. Every model family has a grid; each point is a run scored on the
 validation users (<run_dir>/runs/<family>/<point>/results.json, selection metric

@@ -1,4 +1,4 @@
-"""`experiment=loss_study`: the losses × datasets grid of Table 12 (spec/losses.md §7.1) on one MF
+"""`experiment=loss_study`: the losses × datasets grid of Table 12 (Li 2023, Table 12) on one MF
 backbone.
 
 Every (dataset, loss) of `study.datasets` × `study.models` is one run

@@ -1,13 +1,12 @@
 """`experiment=sampling_study`: how well each estimator recovers exact metrics from sampled ranks.
 
-Protocol of [S3] AAAI'23 / [S1] ch. 2 (spec/evaluation.md §10.3) and the mapping tables of [S0]
-KDD'20 (§10.2). Every model of `study.models` is one run (<run_dir>/runs/<label>/): trained once
-and evaluated once with the sampled block of `eval.sampled`, which the preset sets to simulate
-`repeats` sampled-rank sets per sample size (and adaptive sets) from the global ranks, exact in
-distribution (spec §2.4), with common random numbers across models. From those runs the study
-writes, under <run_dir>/tables/: average relative error over K = 1..k_max (mean ± std per
-setting, model, metric, estimator), winner accuracy counts, and the SHR@k vs HR@f(k) mapping
-tables.
+Protocol of Li et al. 2023 (Tables 1–11; Li 2023, ch. 2) and the mapping tables of Li et al. 2020
+(Tables 5–7). Every model of `study.models` is one run (<run_dir>/runs/<label>/): trained once and
+evaluated once with the sampled block of `eval.sampled`, which the preset sets to simulate `repeats`
+sampled-rank sets per sample size (and adaptive sets) from the global ranks, exact in distribution
+(docs/concepts/sampled.md), with common random numbers across models. From those runs the study
+writes, under <run_dir>/tables/: average relative error over K = 1..k_max (mean ± std per setting,
+model, metric, estimator), winner accuracy counts, and the SHR@k vs HR@f(k) mapping tables.
 """
 
 from __future__ import annotations
@@ -105,7 +104,7 @@ def _protocol(tests: dict[str, SplitReport]) -> tuple[list[str], int, int]:
 
 def _error_tables(tests: dict[str, SplitReport], tables: Path) -> dict[str, Any]:
     """One table per sampled setting: the average relative error over K = 1..K max of every
-    estimator, mean ± std over the repeats, per model and metric (spec §10.3)."""
+    estimator, mean ± std over the repeats, per model and metric (Li et al. 2023, Tables 1–11)."""
     metrics, k_max, repeats = _protocol(tests)
     summary = {}
     for setting in _first(tests).sampled:
@@ -157,8 +156,8 @@ def _winner_table(tests: dict[str, SplitReport], winner_ks: Sequence[int],
 
 def _mapping_tables(tests: dict[str, SplitReport], split: Any, study: Any,
                     tables: Path) -> dict[str, Any]:
-    """The mapping tables of [S0]: SHR@k vs HR@f(k) on the first sample of each model and n,
-    per mapping function, and their alignment errors."""
+    """The mapping tables of Li et al. 2020: SHR@k vs HR@f(k) on the first sample of each model and
+    n, per mapping function, and their alignment errors."""
     error_rows, summary = [], {}
     for setting in (s for s in _first(tests).sampled if s != "adaptive"):
         for label, test in tests.items():
@@ -181,5 +180,6 @@ def _mapping_tables(tests: dict[str, SplitReport], split: Any, study: Any,
                         f"SHR@k vs HR@f(k), {label}, {setting}, test split")
     if error_rows:
         write_table(tables, "mapping_errors", list(error_rows[0]), error_rows,
-                    "Alignment errors of the mapping functions (spec §4.6), test split")
+                    "Alignment errors of the mapping functions (Li et al. 2020, App. A), "
+                    "test split")
     return summary

@@ -1,4 +1,5 @@
-"""P(r | R) matrices against scipy.stats and their invariants (spec/evaluation.md §2, §0.0)."""
+"""P(r | R) matrices against scipy.stats and their invariants (Li et al. 2020, eq. 6;
+docs/concepts/sampled.md)."""
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ def _scipy_reference(n_items: int, sample_size: int, scheme: str) -> np.ndarray:
     if scheme == "binomial":
         theta = (global_ranks - 1) / (n_items - 1)
         return stats.binom.pmf(sampled_ranks - 1, sample_size - 1, theta)
-    # scipy's hypergeom(M, n, N): population, successes, draws (spec §2.2)
+    # scipy's hypergeom(M, n, N): population, successes, draws (Li et al. 2020)
     return stats.hypergeom.pmf(sampled_ranks - 1, n_items - 1, global_ranks - 1, sample_size - 1)
 
 
@@ -40,10 +41,10 @@ def test_binomial_sample_larger_than_catalogue():
 
 @pytest.mark.parametrize("scheme", ["binomial", "hypergeometric"])
 def test_rows_sum_to_one_large_sample(scheme):
-    # spec §0.0: row sums to 1e-10 up to the adaptive sizes (n = 3200)
+    # docs/concepts/sampled.md: row sums to 1e-10 up to the adaptive sizes (n = 3200)
     a = conditional_matrix(4000, 3200, scheme)
     assert np.abs(a.sum(axis=1) - 1.0).max() < 1e-10
-    # edge rows: θ = 0 puts all mass at r = 1, θ = 1 at r = n (spec §2.5)
+    # edge rows: θ = 0 puts all mass at r = 1, θ = 1 at r = n (docs/concepts/sampled.md)
     assert a[0, 0] == 1.0 and a[-1, -1] == 1.0
 
 

@@ -1,4 +1,5 @@
-"""Expected sampled metrics (spec/evaluation.md §1.5, §1.6, §2, §3): V4, V5, V6, V8 and oracles."""
+"""Expected sampled metrics (Rendle 2019, eq. 19; Li et al. 2020, eq. 6; Li et al.
+2020, §2): closed forms, Monte Carlo and oracles."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def test_shape_is_kept_and_scalar_works() -> None:
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_v4_auc_unbiased(scheme: str) -> None:
-    """E[AUC_n(r)] = AUC_N(R) = (N - R)/(N - 1), exactly (spec §1.5)."""
+    """E[AUC_n(r)] = AUC_N(R) = (N - R)/(N - 1), exactly (Rendle 2019, eq. 19)."""
     rng = np.random.default_rng(4)
     for _ in range(20):
         n_items = int(rng.integers(5, 3000))
@@ -76,7 +77,7 @@ def test_v4_auc_unbiased(scheme: str) -> None:
 
 
 def test_v5_ap_closed_form() -> None:
-    """E[1/r] = [1 - (1-θ)^(m+1)] / [θ (m+1)], θ = (R-1)/(N-1) (spec §1.5, with (N-1))."""
+    """E[1/r] = [1 - (1-θ)^(m+1)] / [θ (m+1)], θ = (R-1)/(N-1) (Rendle 2019, eq. 19, with (N-1))."""
     rng = np.random.default_rng(5)
     for _ in range(20):
         n_items = int(rng.integers(10, 20000))
@@ -88,7 +89,8 @@ def test_v5_ap_closed_form() -> None:
         got = expected_sampled_metric(ranks, n_items, sample_size, "ap")
         assert np.max(np.abs(got - closed)) < 1e-12
     assert expected_sampled_metric(1, 100, 10, "ap") == pytest.approx(1.0, abs=1e-15)
-    # spec §1.5 check: N = 10000, m = 99, R = 100 -> 0.636592 (the (N+1) typo gives 0.636719)
+    # Rendle 2019, eq. 19 check: N = 10000, m = 99, R = 100 -> 0.636592 (the (N+1) typo gives
+    # 0.636719)
     assert abs(float(expected_sampled_metric(100, 10000, 100, "ap")) - 0.636592) < 5e-7
 
 
@@ -109,7 +111,8 @@ def test_recall_closed_form(scheme: str) -> None:
 
 @pytest.mark.parametrize("metric", ["auc", "ap", "ndcg", "recall", "precision"])
 def test_v6_single_sample_is_linear_in_rank(metric: str) -> None:
-    """m = 1: E[M(r)] = R (M(2) - M(1))/(N-1) + (N M(1) - M(2))/(N-1), linear (spec §1.5)."""
+    """m = 1: E[M(r)] = R (M(2) - M(1))/(N-1) + (N M(1) - M(2))/(N-1), linear (Rendle 2019, eq.
+    19)."""
     n_items = 1000
     ranks = np.arange(1, n_items + 1)
     k = None if metric == "auc" else 1
@@ -126,7 +129,7 @@ def test_v6_single_sample_is_linear_in_rank(metric: str) -> None:
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_expectation_and_variance_match_monte_carlo(scheme: str) -> None:
-    """§1.6: expected_sampled_metric within 3 standard errors of Monte Carlo (both laws)."""
+    """Rendle 2019: expected_sampled_metric within 3 standard errors of Monte Carlo (both laws)."""
     rng = np.random.default_rng(16)
     n_items, sample_size, runs = 2000, 50, 20000
     for rank in (1, 7, 40, 300, 1999):
@@ -159,7 +162,8 @@ def test_curve_and_sampled_rank_distribution() -> None:
 
 
 def test_sampled_hr_moments() -> None:
-    """§3.1: E[SHR@k] = mean_u p_u, Var = Σ_u p_u(1 - p_u)/M², p_u = BinomCDF(k-1; n-1, θ_u)."""
+    """Li et al. 2020, eqs. 3–5: E[SHR@k] = mean_u p_u, Var = Σ_u p_u(1 - p_u)/M², p_u =
+    BinomCDF(k-1; n-1, θ_u)."""
     rng = np.random.default_rng(9)
     n_items, sample_size = 1000, 30
     ranks = rng.integers(1, n_items + 1, size=700)

@@ -1,6 +1,6 @@
-"""Exact metrics of a RankTable (spec/evaluation.md §1.1–1.2, spec/linear_models.md §1.3) against
-a per-user brute force, a transcription of Liang et al.'s VAE-CF evaluation code, the §1.2
-single-item forms and the Rendle running example (§11.1)."""
+"""Exact metrics of a RankTable (Rendle 2019, eqs. 2–8–1.2, Liang et al. 2018) against
+a per-user brute force, a transcription of Liang et al.'s VAE-CF evaluation code, the Rendle 2019,
+eqs. 9–15 single-item forms and the Rendle running example (Rendle 2019, the running example)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ TOP_K = [m for m in EXACT_METRICS if m != "auc"]
 
 def brute_force_metrics(scores, evalset, seed, ks):
     """Per user: full ranking of the non-fold-in items by (score desc, key asc), then the
-    literal formulas of spec §1.1 on the 1-based positions of the held-out items."""
+    literal formulas of Rendle 2019, eqs. 2–8 on the 1-based positions of the held-out items."""
     n_users, n_items = scores.shape
     foldin, targets = evalset.foldin.toarray() > 0, evalset.targets.toarray() > 0
     keys = tie_break_keys(seed, evalset.users, n_items)
@@ -115,7 +115,8 @@ def test_equals_liang_et_al(k):
 
 
 def test_leave_one_out_single_item_forms():
-    """One target per user: spec §1.2 forms of R (and AUC (n_pool - R)/(n_pool - 1))."""
+    """One target per user: Rendle 2019, eqs. 9–15 forms of R (and AUC (n_pool - R)/(n_pool -
+    1))."""
     rng = np.random.default_rng(8)
     n_users, n_items = 500, 1000
     ranks = rng.integers(1, 900, size=n_users)
@@ -139,8 +140,9 @@ def test_leave_one_out_single_item_forms():
 
 
 def test_rendle_running_example():
-    """spec §11.1: N = 10,000, no fold-in; AP and NDCG unbounded (K = N), Recall@10."""
-    expected = {  # AUC, AP, NDCG, Recall@10 at 4 decimals ([DERIVED] row of §11.1)
+    """Rendle 2019, the running example: N = 10,000, no fold-in; AP and NDCG unbounded (K = N),
+    Recall@10."""
+    expected = {  # AUC, AP, NDCG, Recall@10 (Rendle 2019, the running example, to 4 decimals)
         "A": ([100, 100, 100, 100, 100], 0.9901, 0.0100, 0.1502, 0.0),
         "B": ([40, 40, 8437, 9266, 4482], 0.5548, 0.0101, 0.1217, 0.0),
         "C": ([212, 2, 743, 5342, 1548], 0.8431, 0.1014, 0.2080, 0.2),

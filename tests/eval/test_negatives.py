@@ -1,8 +1,8 @@
-"""Real item sampling (spec/evaluation.md §0.2–§0.3): sampled items are never the target, lie
-in the catalogue and are uniform over the pool (with and without replacement, every item or the
-non-interacted ones); sample sets depend on the seed and the repeat only, block by block, with the
-per-block stream the hook relies on; and the argument checks of sampling, rank simulation and the
-hook."""
+"""Real item sampling (Li et al. 2020, §2.1; docs/concepts/evaluation.md, ties): sampled items are
+never the target, lie in the catalogue and are uniform over the pool (with and without replacement,
+every item or the non-interacted ones); sample sets depend on the seed and the repeat only, block by
+block, with the per-block stream the hook relies on; and the argument checks of sampling, rank
+simulation and the hook."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Global ranks (ARCHITECTURE §3, spec/evaluation.md §0.3) against a per-user brute force."""
+"""Global ranks (ARCHITECTURE §3, docs/concepts/evaluation.md, ties) against a per-user brute
+force."""
 
 from __future__ import annotations
 

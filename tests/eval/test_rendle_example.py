@@ -1,4 +1,4 @@
-"""Rendle's running example (spec/evaluation.md §10.1, §11.1): V1, V2, V3, V7."""
+"""Rendle's running example (Rendle 2019): the exact and sampled metrics of its three algorithms."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ ALGOS = {
 #: (metric, K) of the example: AUC, unbounded AP and NDCG, Recall@10
 METRICS = [("auc", None), ("ap", None), ("ndcg", None), ("recall", 10)]
 
-# §11.1 printed exact table (3 decimals) and [DERIVED] 4-decimal values
+# Rendle 2019, the running example printed exact table (3 decimals) and 4-decimal values computed
+# from its definitions
 EXACT_PRINTED = {
     "A": (0.990, 0.010, 0.150, 0.000),
     "B": (0.555, 0.010, 0.122, 0.000),
@@ -33,7 +34,8 @@ EXACT_PRINTED = {
 }
 EXACT_4DEC = {"A": (0.9901, 0.0100, 0.1502), "B": (0.5548, 0.0101, 0.1217),
               "C": (0.8431, 0.1014, 0.2080)}
-# §11.1 [DERIVED] exact expectations and single-run standard deviations (binomial, m = 99)
+# Rendle 2019, the running example exact expectations computed from the binomial law and single-run
+# standard deviations (binomial, m = 99)
 EXPECTED = {
     "A": (0.9901, 0.6366, 0.7290, 1.0000),
     "B": (0.5548, 0.3407, 0.4473, 0.4000),
@@ -44,7 +46,7 @@ EXPECTED_SD = {
     "B": (0.0136, 0.0711, 0.0528, 0.0000),
     "C": (0.0138, 0.0509, 0.0395, 0.0902),
 }
-# §11.1 printed Monte Carlo table (1000 repetitions): mean, std
+# Rendle 2019, the running example printed Monte Carlo table (1000 repetitions): mean, std
 MC_PRINTED = {
     "A": ((0.990, 0.004), (0.630, 0.129), (0.724, 0.097), (1.000, 0.000)),
     "B": ((0.555, 0.014), (0.336, 0.073), (0.444, 0.054), (0.400, 0.000)),
@@ -54,7 +56,7 @@ MC_PRINTED = {
 
 def _exact_metric(ranks: np.ndarray, metric: str, k: int | None) -> float:
     ranks = np.asarray(ranks)
-    if metric == "auc":  # spec §1.2: AUC = (N - R)/(N - 1)
+    if metric == "auc":  # Rendle 2019, eqs. 9–15: AUC = (N - R)/(N - 1)
         return float(np.mean((N_ITEMS - ranks) / (N_ITEMS - 1)))
     gains = rank_gain(metric, ranks)
     if k is not None:
@@ -68,7 +70,7 @@ def test_v1_exact_table(algo: str) -> None:
     values = [_exact_metric(ranks, m, k) for m, k in METRICS]
     np.testing.assert_allclose(values, EXACT_PRINTED[algo], atol=5e-4 + 1e-12)
     np.testing.assert_allclose(values[:3], EXACT_4DEC[algo], atol=5e-5 + 1e-12)
-    # AUC is unbiased: the expected sampled AUC equals the exact AUC (V1/V4 link)
+    # AUC is unbiased: the expected sampled AUC equals the exact AUC
     sampled_auc = expected_sampled_metric(ranks, N_ITEMS, N_SAMPLED + 1, "auc").mean()
     assert abs(sampled_auc - values[0]) < 1e-12
 
@@ -86,7 +88,8 @@ def test_v2_expected_sampled_metrics(algo: str) -> None:
 
 
 def test_v2_hypergeometric_values() -> None:
-    """§11.1: without replacement A AP 0.6358, A NDCG 0.7284, C R@10 0.5695."""
+    """Rendle 2019, the running example: without replacement A AP 0.6358, A NDCG 0.7284, C R@10
+    0.5695."""
     n = N_SAMPLED + 1
     hyper = "hypergeometric"
     assert abs(expected_sampled_metric(ALGOS["A"], N_ITEMS, n, "ap", scheme=hyper).mean()
@@ -140,7 +143,8 @@ def test_v3_monte_carlo_real_item_sampling(algo: str) -> None:
     _check_monte_carlo(algo, _run_metrics(sampled.reshape(1000, len(ranks))))
 
 
-# §11.1 "Order of algorithms vs m" ([DERIVED] exact expectations, binomial)
+# Rendle 2019, the running example "Order of algorithms vs m" (exact expectations computed from the
+# binomial law, binomial)
 ORDERS = {
     50: {"ap": "ACB", "ndcg": "ACB", "recall": "ACB"},
     200: {"ap": "ABC", "ndcg": "ACB", "recall": "ACB"},

@@ -1,7 +1,7 @@
-"""The sampled block of a split (linrec.eval.sampled_block.SampledBlock, spec/evaluation.md §0.2,
-§1.2, §10.3): exact target-level metrics and naive estimates against brute force, the report
-layout, determinism, simulated settings, and the approximate catalogue of
-pool="non_interacted"."""
+"""The sampled block of a split (linrec.eval.sampled_block.SampledBlock, Li et al. 2020, §2.1,
+Rendle 2019, eqs. 9–15, Li et al. 2023, Tables 1–11): exact target-level metrics and naive estimates
+against brute force, the report layout, determinism, simulated settings, and the approximate
+catalogue of pool="non_interacted"."""
 
 from __future__ import annotations
 
@@ -59,7 +59,8 @@ def _run(cfg: SampledConfig, evalset: EvalSet, model: FixedScores, batch_size: i
 
 def _brute_force_order(evalset: EvalSet, scores: np.ndarray):
     """Per target (canonical order): its global rank R, its candidate count, and the exact order
-    of the user's candidates (score descending, tie-break key ascending; spec §0.3)."""
+    of the user's candidates (score descending, tie-break key ascending;
+    docs/concepts/evaluation.md, ties)."""
     keys = tie_break_keys(EVAL_SEED, evalset.users, N_ITEMS)
     foldin, targets = evalset.foldin.toarray() > 0, evalset.targets.toarray() > 0
     rows, items = canonical_targets(evalset)
@@ -75,7 +76,7 @@ def _brute_force_order(evalset: EvalSet, scores: np.ndarray):
 
 
 def _target_metric(ranks: np.ndarray, metric: str, k: int) -> float:
-    """T@K = mean over targets of 1[R <= K] w(R) (spec §1.2)."""
+    """T@K = mean over targets of 1[R <= K] w(R) (Rendle 2019, eqs. 9–15)."""
     return float(np.mean([GAINS[metric](r) if r <= k else 0.0 for r in ranks.tolist()]))
 
 
@@ -107,7 +108,7 @@ def test_exact_block_and_naive_estimates_match_brute_force(setup) -> None:
                 for i, (t, pos) in enumerate(zip(items.tolist(), positions, strict=True))]
         np.testing.assert_array_equal(sampled_ranks[repeat], want)
 
-    # naive: the sampled rank read as the global rank (spec §1.3), mean/std over repeats
+    # naive: the sampled rank read as the global rank (Rendle 2019, §4), mean/std over repeats
     naive = block["estimators"]["naive"]
     for m in METRICS:
         per_repeat_curves = np.array([[_target_metric(sampled_ranks[rep], m, k)
@@ -122,7 +123,7 @@ def test_exact_block_and_naive_estimates_match_brute_force(setup) -> None:
             assert entry["std"] == pytest.approx(values.std(), rel=1e-9, abs=1e-15)
             exact = exact_curve[k - 1]
             assert entry["rel_error"] == pytest.approx((values.mean() - exact) / exact, rel=1e-9)
-        # ARE in % over K = 1..k_max, a K with T@K = 0 contributing 0 (spec §10.3)
+        # ARE in % over K = 1..k_max, a K with T@K = 0 contributing 0 (Li et al. 2023, Tables 1–11)
         are = [100 * np.mean([abs(c - e) / e if e else 0.0
                               for c, e in zip(curve_, exact_curve, strict=True)])
                for curve_ in per_repeat_curves]
@@ -188,7 +189,8 @@ def test_report_is_deterministic(setup) -> None:
 
 def test_non_interacted_pool_flags_approximate_catalogue(setup) -> None:
     """pool="non_interacted": each target's pool has N_u = n_items - |fold-in| - |targets| + 1
-    items; the estimators get one N = round(mean N_u), flagged approximate (spec §13)."""
+    items; the estimators get one N = round(mean N_u), flagged approximate
+    (docs/concepts/sampled.md)."""
     evalset, model = setup
     cfg = _config(pool="non_interacted", estimators=("naive", "mle"))
     sampled, blocks = _run(cfg, evalset, model)
@@ -220,8 +222,8 @@ def test_non_interacted_pool_flags_approximate_catalogue(setup) -> None:
 
 def test_sampling_without_replacement_uses_the_hypergeometric_law(setup) -> None:
     """replace=False draws each sample set without replacement, so the estimators must assume
-    the hypergeometric P(r|R) (spec §2.2), not the binomial one (regression: the block always
-    used the binomial law)."""
+    the hypergeometric P(r|R) (Li et al. 2020), not the binomial one (regression: the block
+    always used the binomial law)."""
     evalset, model = setup
     cfg = _config(replace=False, estimators=("mle", "bv"))
     sampled, blocks = _run(cfg, evalset, model)

@@ -1,4 +1,4 @@
-"""Sampled ranks of a trained model (spec/evaluation.md §0.3): the kernel
+"""Sampled ranks of a trained model (docs/concepts/evaluation.md, ties): the kernel
 `sampled_ranks_from_scores` against a sort-based brute force (score ties, exclusions, small chunks,
 unsorted rows) and its identity with the global rank; `SampledRankHook` invariant to the batch
 size and the model, with given negatives, reporting unscored targets, its fast path against a
@@ -51,7 +51,8 @@ def test_sampled_ranks_brute_force_with_ties_and_exclusions() -> None:
 
 
 def test_identity_with_global_rank() -> None:
-    """r = 1 + #{sampled j : pos(j) < R} with pos from the exact ranking (spec §0.3)."""
+    """r = 1 + #{sampled j : pos(j) < R} with pos from the exact ranking
+    (docs/concepts/evaluation.md, ties)."""
     rng = np.random.default_rng(5)
     n_items = 300
     scores = rng.integers(0, 30, size=(1, n_items)).astype(np.float64)
@@ -199,7 +200,8 @@ def _brute_force_hook_ranks(eval_set: EvalSet, scores: np.ndarray, keys: np.ndar
                             rows: np.ndarray, items: np.ndarray,
                             negatives: np.ndarray) -> np.ndarray:
     """Per target, in plain Python: 1 + #{sampled j that are neither fold-in nor targets of the
-    user and beat t: s_j > s_t, or s_j == s_t and key_j < key_t} (spec §0.3)."""
+    user and beat t: s_j > s_t, or s_j == s_t and key_j < key_t} (docs/concepts/evaluation.md,
+    ties)."""
     foldin, targets = eval_set.foldin.tolil().rows, eval_set.targets.tolil().rows
     out = []
     for i, (r, t) in enumerate(zip(rows.tolist(), items.tolist(), strict=True)):

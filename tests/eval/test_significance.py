@@ -1,4 +1,5 @@
-"""User sampling and significance (spec/evaluation.md §9, §3.1): V16 and independent oracles."""
+"""User sampling and significance (Li 2023, §2.7; Li et al. 2020, eqs. 3–5): reference values and
+independent oracles."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ from linrec.eval.significance import (
 
 
 def test_v16_reference_numbers() -> None:
-    """§9.1–§9.2 [DERIVED]: 1067.1, 9604.0 (one model), 2134, 19208 (two), z = 1.96."""
+    """Li 2023, §2.7.1–2.7.2, computed from the formulas: 1067.1, 9604.0 (one model), 2134, 19208
+    (two), z = 1.96."""
     assert sample_size_proportion(0.03, z=1.96) == pytest.approx(1067.11, abs=0.01)
     assert sample_size_proportion(0.01, z=1.96) == pytest.approx(9604.0, abs=1e-6)
     assert round(sample_size_proportion(0.03, two_sample=True, z=1.96)) == 2134
@@ -42,7 +44,7 @@ def test_v16_reference_numbers() -> None:
     # with the exact 97.5 % quantile, rounding up gives the familiar values
     assert math.ceil(sample_size_proportion(0.01)) == 9604
     assert math.ceil(sample_size_proportion(0.03)) == 1068
-    # Hoeffding: t = 0.02, m = 10K -> 2e^-8 = 6.7e-4; [S0] M = 30K, t = 0.01 -> 0.00496
+    # Hoeffding: t = 0.02, m = 10K -> 2e^-8 = 6.7e-4; Li et al. 2020, M = 30K, t = 0.01 -> 0.00496
     assert hoeffding_bound(10_000, 0.02) == pytest.approx(6.7e-4, abs=5e-6)
     assert hoeffding_bound(30_000, 0.01) == pytest.approx(0.00496, abs=5e-6)
     # Bonferroni: 10 comparisons at a 5 % family-wise level
@@ -93,7 +95,7 @@ def test_two_proportion_z_and_difference_ci() -> None:
     assert res.pvalue == pytest.approx(2 * stats.norm.sf(abs(z)), rel=1e-12)
     assert two_proportion_z(s1, n1, s2, n2, "less").pvalue == pytest.approx(stats.norm.cdf(z))
     assert two_proportion_z(s1, n1, s2, n2, "greater").pvalue == pytest.approx(stats.norm.sf(z))
-    # equal sizes: z = (p1 - p2)/sqrt(2 p q / m) (spec §9.2)
+    # equal sizes: z = (p1 - p2)/sqrt(2 p q / m) (Li 2023, §2.7.2)
     res = two_proportion_z(520, 1000, 480, 1000)
     assert res.statistic == pytest.approx(0.04 / math.sqrt(2 * 0.25 / 1000), rel=1e-12)
     ci = difference_ci(s1, n1, s2, n2)

@@ -1,7 +1,8 @@
-"""Sampled ranks simulated from global ranks and adaptive sampling (spec/evaluation.md §2.4,
-§8.2–§8.5): the simulation follows the law of real sampled items ranked by scores, with per-target
-catalogue sizes; V15, Algorithm 1 against the nested likelihood and the EM posterior under both
-likelihoods; the adaptive levels and bookkeeping, the efficiency curve, and speed."""
+"""Sampled ranks simulated from global ranks and adaptive sampling (docs/concepts/sampled.md, Li et
+al. 2023, Algorithm 1–Li et al. 2023, §4.3): the simulation follows the law of real sampled items
+ranked by scores, with per-target catalogue sizes; Algorithm 1 against the nested likelihood
+and the EM posterior under both likelihoods; the adaptive levels and bookkeeping, the efficiency
+curve, and speed."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from tests.eval.conftest import P_MIN, chi2_pvalue
 
 @pytest.mark.parametrize("replace", [True, False])
 def test_real_sampling_matches_simulation_in_distribution(replace: bool) -> None:
-    """Real sampled items ranked by scores follow the law of simulate_sampled_ranks (§2.4)."""
+    """Real sampled items ranked by scores follow the law of simulate_sampled_ranks
+    (docs/concepts/sampled.md)."""
     n_items, sample_size, reps = 400, 30, 20_000
     scores = -np.arange(n_items, dtype=np.float64)[None, :]  # item j has global rank j + 1
     keys = np.zeros_like(scores)
@@ -55,7 +57,7 @@ def test_simulate_per_target_catalogue_sizes() -> None:
 
 
 def _nested_pmf(global_rank: int, n_items: int, levels: np.ndarray, replace: bool) -> dict:
-    """P(n_u = n_j, r_u = r) of Algorithm 1 from the nested likelihood (spec §8.3)."""
+    """P(n_u = n_j, r_u = r) of Algorithm 1 from the nested likelihood (Li et al. 2023, eq. 12)."""
     theta = (global_rank - 1) / (n_items - 1)
     out = {}
     prev = 0  # sampled items before level j
@@ -90,7 +92,7 @@ def test_v15_adaptive_matches_nested_likelihood(replace: bool) -> None:
                            minlength=len(cells))
     assert chi2_pvalue(observed, np.array([pmf[c] for c in cells])) > 0.01
     if replace:
-        # spec §8.3 example: (n_u, r_u) = (20, 2) has probability 0.1369
+        # Li et al. 2023, eq. 12 example: (n_u, r_u) = (20, 2) has probability 0.1369
         assert pmf[20, 2] == pytest.approx(0.1369, abs=5e-4)
         assert np.mean((sample.sample_sizes == 20) & (sample.sampled_ranks == 2)) == \
             pytest.approx(0.1369, abs=4e-3)
@@ -98,7 +100,7 @@ def test_v15_adaptive_matches_nested_likelihood(replace: bool) -> None:
 
 def test_v15_em_posterior_same_under_both_likelihoods() -> None:
     """The paper likelihood Bin(r-1; n_u-1, θ) and the nested one differ by a factor free of R,
-    so EM posteriors over R agree (spec §8.3)."""
+    so EM posteriors over R agree (Li et al. 2023, eq. 12)."""
     n_items, levels = 500, np.array([10, 20, 40, 80])
     rng = np.random.default_rng(3)
     prior = rng.random(n_items)

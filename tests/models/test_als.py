@@ -1,5 +1,6 @@
-"""iALS, debiased iALS and WMF (spec/linear_models.md §3.8–§3.10, §10; losses.md §4.2).
-Every solve is checked against normal equations written out densely here (float64)."""
+"""iALS, debiased iALS and WMF (Hu et al. 2008; Li 2023, eq. 64; Jin & Li 2023, Theorems 2 and 3;
+docs/concepts/models.md; Li 2023, eq. 99). Every solve is checked against normal equations written
+out densely here (float64)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def random_binary(n_users: int = 40, n_items: int = 18, density: float = 0.25,
 def brute_user_factors(x: np.ndarray, item_factors: np.ndarray, alpha0: float, reg: float,
                        nu: float, confidence: np.ndarray, quad: np.ndarray) -> np.ndarray:
     """argmin_w Σ_{i∈S} (q_u ŷ² − 2 c_u ŷ) + α₀ Σ_i ŷ² + λ(|S| + α₀ n)^ν ‖w‖², one
-    np.linalg.solve per user (losses.md §4.2)."""
+    np.linalg.solve per user (Li 2023, eq. 99)."""
     n_items, k = item_factors.shape
     gram = item_factors.T @ item_factors
     out = np.zeros((x.shape[0], k))
@@ -43,7 +44,7 @@ def brute_user_factors(x: np.ndarray, item_factors: np.ndarray, alpha0: float, r
 
 def brute_item_factors(x: np.ndarray, user_factors: np.ndarray, alpha0: float, reg: float,
                        nu: float, confidence: np.ndarray, quad: np.ndarray) -> np.ndarray:
-    """h_i = (W_Sᵀ diag(q) W_S + α₀WᵀW + Λ_i I)⁻¹ W_Sᵀ c (losses.md §4.2, item step)."""
+    """h_i = (W_Sᵀ diag(q) W_S + α₀WᵀW + Λ_i I)⁻¹ W_Sᵀ c (Li 2023, eq. 99, item step)."""
     n_users, k = user_factors.shape
     gram = user_factors.T @ user_factors
     out = np.zeros((x.shape[1], k))
@@ -196,7 +197,7 @@ def test_debiased_steps_equal_brute_force_with_per_user_confidence() -> None:
     model = DebiasedIALS(**PARAMS, prior="count_k", prior_k=3)
     counts = x.getnnz(1)
     n_items = x.shape[1]
-    # losses.md §4.1: c_u = τ_u⁺|I|/|I_u⁺|, τ_u⁺ = (|I_u⁺| + K)/|I| clipped to 1 − 1e-6
+    # Li 2023, App. A.3: c_u = τ_u⁺|I|/|I_u⁺|, τ_u⁺ = (|I_u⁺| + K)/|I| clipped to 1 − 1e-6
     tau = np.minimum((counts + 3) / n_items, 1 - 1e-6)
     confidence = np.where(counts > 0, tau * n_items / np.maximum(counts, 1), 1.0)
     np.testing.assert_allclose(model.confidence(counts, n_items), confidence, rtol=1e-15)
@@ -218,7 +219,7 @@ def test_debiased_prior_modes() -> None:
 
 @pytest.mark.parametrize("alpha0,c", [(0.2, 1.0), (0.2, 2.5), (0.6, 1.3)])
 def test_theorem2_debiased_step_is_scaled_mapped_ials_step(alpha0: float, c: float) -> None:
-    """losses.md §4.2 Theorem 2 (ν = 0): debiased step = mapped iALS step / (1 − α₀).
+    """Li 2023, eq. 99 Theorem 2 (ν = 0): debiased step = mapped iALS step / (1 − α₀).
     c_u = 1 + prior_alpha is constant while τ_u⁺ = c|I_u⁺|/|I| < 1 (no clipping), hence the
     sparse rows."""
     x = random_binary(density=0.15, seed=12, full_row=False)
@@ -334,7 +335,8 @@ def test_wmf_ranks_held_out_items_above_chance(confidence: str) -> None:
 @pytest.mark.parametrize("confidence,c", [("alpha", 4.0), ("one_plus_alpha", 5.0)])
 def test_wmf_foldin_solves_the_confidence_weighted_normal_equations(confidence: str,
                                                                     c: float) -> None:
-    """p_u = (QᵀQ + (c − 1)Q_SᵀQ_S + λI)⁻¹ c Q_Sᵀ1 (spec §3.8) with c = α or 1 + α."""
+    """p_u = (QᵀQ + (c − 1)Q_SᵀQ_S + λI)⁻¹ c Q_Sᵀ1 (Hu et al. 2008; Li 2023, eq. 64) with c = α or 1
+    + α."""
     x = random_binary(seed=14)
     model = WMF(factors=3, reg=0.5, alpha=4.0, confidence=confidence, iterations=3,
                 use_cg=False, dtype="float64", num_threads=1).fit(x)
@@ -348,8 +350,8 @@ def test_wmf_foldin_solves_the_confidence_weighted_normal_equations(confidence: 
 
 
 def test_wmf_with_unit_confidence_is_regularized_mf() -> None:
-    """spec §3.8 test 2: c = 1 everywhere gives eq. 72, whose product is the soft-thresholded
-    SVD U diag((σ − λ)₊) Vᵀ (§3.7)."""
+    """Hu et al. 2008; Li 2023, eq. 64 test 2: c = 1 everywhere gives eq. 72, whose product is the
+    soft-thresholded SVD U diag((σ − λ)₊) Vᵀ (Li 2023, eqs. 72–74)."""
     x = random_binary(n_users=25, n_items=10, seed=15)
     reg = 1.5
     model = WMF(factors=10, reg=reg, alpha=1.0, iterations=400, use_cg=False, dtype="float64",

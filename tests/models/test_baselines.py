@@ -1,5 +1,5 @@
 """Baselines: most popular, item-KNN against brute-force cosine, SLIM against a direct
-ElasticNet and the KKT conditions of its objective (spec/linear_models.md §3.2)."""
+ElasticNet and the KKT conditions of its objective (Ning & Karypis 2011)."""
 
 import numpy as np
 import pytest

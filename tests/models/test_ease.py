@@ -1,5 +1,6 @@
-"""EASE family (spec/linear_models.md §3.1, §3.3, §3.10; losses.md §4.4) against independent
-per-column solves written here (np.linalg.lstsq / solve), in float64 to 1e-10."""
+"""EASE family (Steck 2019; Li 2023, eq. 100; Steck 2020; Jin & Li 2023, Theorems 2 and 3; Li 2023,
+eqs. 101–103) against independent per-column solves written here (np.linalg.lstsq / solve), in
+float64 to 1e-10."""
 
 import numpy as np
 import pytest
@@ -82,7 +83,7 @@ def test_ease_float32_and_float64_top100_agree():
     top64 = np.argsort(-s64, axis=1)[:, :100]
     top32 = np.argsort(-s32, axis=1)[:, :100]
     overlap = np.mean([np.intersect1d(a, b).size / 100 for a, b in zip(top64, top32, strict=True)])
-    assert overlap >= 0.99  # spec §10: fp32 vs fp64 top-100 agreement >= 99 %
+    assert overlap >= 0.99  # docs/concepts/models.md: fp32 vs fp64 top-100 agreement >= 99 %
 
 
 def test_ease_large_n_solver_path_gives_the_same_model(X, monkeypatch):

@@ -257,7 +257,7 @@ def test_spd_inverse_rejects_bad_dtype_and_shape():
 def test_zero_diagonal_weights_formula():
     P = np.linalg.inv(random_spd(6, seed=4))
     W = zero_diagonal_weights(P.copy(), scale=2.0)
-    expected = 2.0 * (np.eye(6) - P @ np.diag(1.0 / np.diag(P)))  # spec §3.1 matrix form
+    expected = 2.0 * (np.eye(6) - P @ np.diag(1.0 / np.diag(P)))  # Steck 2019, matrix form
     np.fill_diagonal(expected, 0.0)
     np.testing.assert_allclose(W, expected, rtol=0, atol=1e-12)
     assert np.all(np.diag(W) == 0.0)

@@ -1,5 +1,6 @@
-"""The losses of spec/losses.md against naive float64 formulas, their reductions to each other
-(spec §10), gradient checks, the bound inequalities of §2.2, and numerical stability."""
+"""The losses of docs/concepts/losses.md against naive float64 formulas, their reductions to each
+other (docs/concepts/losses.md), gradient checks, the bound inequalities of Li 2023, eqs. 87–91, and
+numerical stability."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def batch(seed: int = 0, scale: float = 1.0 / T):
 
 
 def naive(name: str, cfg, s_pos, s_neg, s_ppos, tau, logq=None, floor=-1.0 / T) -> np.ndarray:
-    """The spec's formulas written out per row with math (float64)."""
+    """The papers' formulas written out per row with math (float64)."""
     out = []
     for b in range(B):
         p, neg = float(s_pos[b]), [float(x) for x in s_neg[b]]
@@ -145,7 +146,7 @@ def test_softmax_and_sampled_softmax():
     assert not np.allclose(literal(s_pos, s_neg, neg_logq=logq).numpy(),
                            cfg(s_pos, s_neg, neg_logq=logq).numpy())
     # uniform q over n = N items, every item drawn once: the full softmax over the items plus an
-    # extra copy of the positive term (spec §1.2)
+    # extra copy of the positive term (Li 2023, eq. 78)
     uniform = torch.full((B, N), -math.log(N), dtype=torch.float64)
     want = torch.logsumexp(torch.cat([s_pos[:, None], s_neg], 1), 1) - s_pos
     np.testing.assert_allclose(cfg(s_pos, s_neg, neg_logq=uniform).numpy(), want.numpy(),
@@ -186,7 +187,7 @@ def test_reductions_between_losses():
 
 def test_bounds_of_section_2():
     """InfoNCE ≥ MINE ≥ max_j d_j, the LogSumExp upper bound, Jensen's bound and BPR's, on
-    every example (d_j = s_j − s_pos; spec §2.2, exact forms)."""
+    every example (d_j = s_j − s_pos; Li 2023, eqs. 87–91, exact forms)."""
     for seed in range(5):
         s_pos, s_neg, _, _ = batch(seed, scale=3.0)
         d = s_neg - s_pos[:, None]

@@ -368,7 +368,7 @@ def test_a_cosine_loss_with_dot_scores_fails_at_composition():
                                                ("popularity", "popularity")])
 @pytest.mark.parametrize("prior", ["ratio_alpha", "count_k", "fixed"])
 def test_the_spec_sampler_and_prior_groups_set_model_sampling(sampler, pool, prior):
-    """`sampler=` and `prior=` (spec/losses.md §5's groups) set model.sampling.pool / .prior and
+    """`sampler=` and `prior=` (Li 2023, §4.4.1's groups) set model.sampling.pool / .prior and
     nothing else; on a model without a sampler they fail at composition."""
     from hydra.errors import ConfigCompositionException
 
@@ -633,7 +633,7 @@ def test_sparse_adam_moves_only_the_rows_a_step_touches(split, tmp_path):
 
 
 def test_debiased_infonce_logs_the_share_of_clamped_rows(split, tmp_path):
-    """spec §1.4: while g sits on its floor every negative gets zero gradient; the trainer
+    """Li 2023, eqs. 81–83: while g sits on its floor every negative gets zero gradient; the trainer
     records the share of such rows per epoch (none at τ⁺ = 0, most at τ⁺ = 0.9)."""
     shares = {}
     for tau in (0.0, 0.9):

@@ -1,4 +1,5 @@
-"""Learned λ_i and the nearby models (spec/linear_models.md §6, §10 learner tests), float64."""
+"""Learned λ_i and the nearby models (Jin et al. 2021, §3.4; docs/concepts/models.md learner tests),
+float64."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def lrr_weights() -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# Initialization reproduces the closed forms (§6.1, §6.4)
+# Initialization reproduces the closed forms (Li 2023, §3.4.1; eq. 76)
 
 
 @pytest.mark.parametrize("head_tail", [False, True])
@@ -103,7 +104,7 @@ def test_training_decreases_bpr_loss(options: dict) -> None:
 def _bpr_objective(weights: np.ndarray, scale: float) -> float:
     """The BPR objective the learners minimise, written out apart from them: the mean over
     users of the mean over (positive i, unobserved j) of softplus(−t (s_ui − s_uj)), with
-    s = x_u W on the training rows (spec §6.2)."""
+    s = x_u W on the training rows (Li 2023, §3.4.1)."""
     X = TRAIN.toarray().astype(np.float64)
     S = X @ weights
     per_user = []
@@ -157,7 +158,8 @@ def test_nearby_item_item_training_decreases_bpr_loss() -> None:
 
 @pytest.mark.parametrize("options", [{}, {"head_tail": True, "rmd": True}])
 def test_sampled_pair_scores_equal_full_scores(options: dict) -> None:
-    """The training forward pass at sampled items (§6.3) = the scoring path at those items."""
+    """The training forward pass at sampled items (Li 2023, §3.4.1) = the scoring path at those
+    items."""
     model = LearnedLambda(**BASE, **options, epochs=4, lr=0.1).fit(TRAIN)
     inputs = torch.as_tensor(FOLDIN.toarray(), dtype=torch.float64)
     items = torch.as_tensor(np.random.default_rng(0).integers(0, 24, (15, 6)))

@@ -1,4 +1,4 @@
-"""spectral_profile (spec/linear_models.md §4): the per-component shrinkage of any item-item
+"""spectral_profile (Jin et al. 2021, §3.3): the per-component shrinkage of any item-item
 model (the plot is tested in tests/test_plots.py)."""
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ def _reference(train: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 
 def _ease_weights(g: np.ndarray, lam: float) -> np.ndarray:
-    """EASE closed form (spec §3.1): P = (G + λI)⁻¹, W = I − P diagM(1 ⊘ diag(P))."""
+    """EASE closed form (Steck 2019; Li 2023, eq. 100): P = (G + λI)⁻¹, W = I − P diagM(1 ⊘
+    diag(P))."""
     p = np.linalg.inv(g + lam * np.eye(g.shape[0]))
     return np.eye(g.shape[0]) - p / np.diag(p)[None, :]
 

@@ -1,5 +1,5 @@
-"""Spectral linear models against independent computations (spec/linear_models.md §3.5–§3.7,
-§10): float64, tolerance 1e-10."""
+"""Spectral linear models against independent computations (Jin et al. 2021; Li 2023, eqs. 66–74):
+float64, tolerance 1e-10."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def _reference_eig(train: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
 def train() -> sp.csr_matrix:
     x = _binary(np.random.default_rng(7), N_USERS, N_ITEMS, 0.15)
     e, _ = _reference_eig(x)
-    # no ties anywhere in the spectrum, so every cut k is well defined (spec §2.2)
+    # no ties anywhere in the spectrum, so every cut k is well defined (docs/concepts/models.md)
     assert np.min(-np.diff(e)) > 1e-3 and e[-1] > 1e-3
     return x
 
@@ -187,7 +187,7 @@ def test_lrr_eq70_formula_from_numpy_eigh(train):
     model = LRR(rank=k, lam=lam).fit(train)
     np.testing.assert_allclose(model.weights(), expected, atol=TOL)
     assert np.linalg.matrix_rank(model.weights(), tol=1e-8) == k
-    # Vᵀ W V is diagonal with the LRR ratios (spec §3.5 test 3)
+    # Vᵀ W V is diagonal with the LRR ratios (Jin et al. 2021; Li 2023, eqs. 66–70 test 3)
     vwv = v.T @ model.weights() @ v
     ratios = np.concatenate([e[:k] / (e[:k] + lam), np.zeros(N_ITEMS - k)])
     np.testing.assert_allclose(vwv, np.diag(ratios), atol=TOL)
@@ -203,7 +203,8 @@ def test_lrr_general_gamma_matches_stacked_svd(train):
 
 
 def test_lrr_low_rank_dlae_matches_stacked_svd(train, foldin):
-    """dropout p: ΓᵀΓ = λI + p/(1−p) diagM(diag G) (spec §3.4 (3)); diagonal gamma adds to it."""
+    """dropout p: ΓᵀΓ = λI + p/(1−p) diagM(diag G) (Li 2023, eq. 62 (3)); diagonal gamma adds to
+    it."""
     p, lam, k = 0.3, 5.0, 9
     extra = np.linspace(0.5, 2.0, N_ITEMS)
     g_diag = np.diag(_gram(train))
@@ -283,7 +284,7 @@ def test_mf_factors_balanced_and_reproduce_xw(train):
     k = 20
     soft = u[:, :k] @ np.diag(np.maximum(s[:k] - lam, 0)) @ vt[:k]
     np.testing.assert_allclose(p @ q.T, soft, atol=TOL)
-    np.testing.assert_allclose(p.T @ p, q.T @ q, atol=TOL)  # balanced split (spec §3.7)
+    np.testing.assert_allclose(p.T @ p, q.T @ q, atol=TOL)  # balanced split (Li 2023, eqs. 72–74)
     np.testing.assert_allclose(np.diag(q.T @ q), s[: q.shape[1]] - lam, atol=TOL)
 
 
@@ -513,8 +514,8 @@ def test_grid_scorers_plug_into_the_evaluator(train):
 
 
 def test_filter_shapes_of_spec_section_4():
-    """spec §4 derived checks: LRR ratio ½ at σ = √λ where its absolute reduction σ(1 − f)
-    peaks at √λ/2; MF ratio ½ at σ = 2λ′ and a constant reduction λ′ above the threshold."""
+    """Jin et al. 2021, §3.3 derived checks: LRR ratio ½ at σ = √λ where its absolute reduction σ(1
+    − f) peaks at √λ/2; MF ratio ½ at σ = 2λ′ and a constant reduction λ′ above the threshold."""
     lam = 1e4
     sigma = np.arange(400.0, 0.0, -1.0)  # 400, 399, ..., 1 (contains √λ = 100 and 2λ′)
     spectrum = Spectrum(eigenvalues=sigma**2, vectors=np.eye(sigma.size))

@@ -1,5 +1,5 @@
 """Check the tables a report wrote against the runs' results.json, recomputing every number here
-(the protocol of the specs' tables: per model the configuration with the best mean selection
+(the protocol of the source papers' tables: per model the configuration with the best mean selection
 value, its metrics as mean ± std over seeds), in every format the report writes."""
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def test_sampling_study(tmp_path):
     assert "tables/winners.md" in index["tables"]
     are = summary["are"]
     for model in ("pop", "ease", "knn"):
-        # the naive sampled metric is not an estimator of the exact one (spec §1.3)
+        # the naive sampled metric is not an estimator of the exact one (Rendle 2019, §4)
         assert are[f"n=20/{model}/recall/naive"]["mean"] > are[f"n=20/{model}/recall/mle"]["mean"]
         # the study's table is its run's sampled block
         record = json.loads((tmp_path / "run" / "runs" / model / "results.json").read_text())
@@ -97,7 +97,7 @@ def test_sampling_study_config_errors_come_before_any_fit(tmp_path, monkeypatch,
 def test_sampling_study_estimators_assume_the_sampling_scheme(tmp_path, monkeypatch, replace,
                                                                scheme):
     """eval.sampled.replace=false draws without replacement; the estimators must assume the
-    hypergeometric law (spec §2.2), not the binomial one."""
+    hypergeometric law (Li et al. 2020), not the binomial one."""
     import linrec.eval.sampled_block as block_module
 
     seen = []

@@ -1,8 +1,8 @@
-"""Estimators that recover exact top-K metrics from sampled ranks (spec/evaluation.md §4–§8), one
-module per family: `corrected` (Krichene–Rendle corrections: naive, unbiased rank, LS, CLS),
-`bv`, `mn`, `em` (MLE, weighted MLE, MES), `adaptive` (adaptive MLE), `priors`, `mapping` (the
-mapping functions of §4) and `accuracy` (ARE, winner accuracy). `registry.estimate` runs any of
-them by name."""
+"""Estimators that recover exact top-K metrics from sampled ranks (Li et al. 2020, §3; Li et al.
+2023, §4), one module per family: `corrected` (Krichene–Rendle corrections: naive, unbiased rank,
+LS, CLS), `bv`, `mn`, `em` (MLE, weighted MLE, MES), `adaptive` (adaptive MLE), `priors`, `mapping`
+(the mapping functions of Li et al. 2020, §3) and `accuracy` (ARE, winner accuracy).
+`registry.estimate` runs any of them by name."""
 
 from linrec.eval.estimators.priors import pooled_prior
 from linrec.eval.estimators.registry import (

@@ -1,4 +1,5 @@
-"""Input checks of the estimators and the sampled-rank histogram they work on (spec §13)."""
+"""Input checks of the estimators and the sampled-rank histogram they work on
+(docs/concepts/sampled.md)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def common_sample_size(sample_size: int | np.ndarray, name: str) -> int:
     if sizes.size != 1:
         raise ConfigError(
             f"estimator {name!r} needs one common sample_size, got {sizes.size} different sizes "
-            f"({sizes[:5].tolist()}...); only 'adaptive_mle' handles per-target sizes (spec §8.4)"
+            f"({sizes[:5].tolist()}...); only 'adaptive_mle' handles per-target sizes "
+            "(Li et al. 2023, §4.2)"
         )
     size = sizes[0]
     if int(size) != size or size < 1:

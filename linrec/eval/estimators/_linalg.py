@@ -1,6 +1,6 @@
-"""The linear algebra every linear estimator reuses (spec/evaluation.md §5.1, §13): weighted
-Gram matrices AᵀDA of P(r|R) (dense, banded, cached), symmetric solves with a least-squares
-fallback, and the implied distribution P̂ = D A H⁻¹ P~."""
+"""The linear algebra every linear estimator reuses (Krichene & Rendle 2020; Li et al. 2023, eq. 14;
+docs/concepts/sampled.md): weighted Gram matrices AᵀDA of P(r|R) (dense, banded, cached), symmetric
+solves with a least-squares fallback, and the implied distribution P̂ = D A H⁻¹ P~."""
 
 from __future__ import annotations
 
@@ -96,20 +96,21 @@ def bias_variance_loss(x: np.ndarray, cond: np.ndarray, prior: np.ndarray, targe
                        variance_weights: np.ndarray) -> float:
     """Σ_R P(R)(E[x|R] − F(R))² + Σ_R w(R) Var[x|R] for the values x (n,) assigned to the
     sampled ranks, with E and Var under P(r|R) = cond (N x n dense): the objective of BV
-    (w = γ P(R), spec §5.5) and MN (w = 1/M, spec §7.2), for tests."""
+    (w = γ P(R), Li et al. 2023, eq. 15) and MN (w = 1/M, Li et al. 2023, eqs. 7–8), for tests."""
     mean = cond @ x
     var = cond @ (x * x) - mean * mean
     return float(prior @ (mean - target) ** 2 + variance_weights @ var)
 
 
 def column_sums(cond: ConditionalOp) -> np.ndarray:
-    """Σ_R P(r|R) for each r: Λ1 of spec §7.3, float64 (n,)."""
+    """Σ_R P(r|R) for each r: Λ1 of Li et al. 2023, eqs. 10–11, float64 (n,)."""
     return np.asarray(cond.sum(axis=0)).ravel()
 
 
 def solve_symmetric(matrix: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, str]:
-    """Solve a symmetric system in float64 (spec §13 pitfall 4), falling back to least squares when
-    the matrix is singular or numerically so (spec §13 pitfall 5). Returns (solution, method).
+    """Solve a symmetric system in float64 (docs/concepts/sampled.md), falling back to least squares
+    when the matrix is singular or numerically so (docs/concepts/sampled.md). Returns (solution,
+    method).
 
     LAPACK ?sysv (Bunch–Kaufman, as scipy.linalg.solve(assume_a="sym")) and ?sycon directly: the
     fallback is taken when the reciprocal condition number is below the machine precision, the
@@ -131,7 +132,8 @@ def solve_symmetric(matrix: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, st
 def implied_distribution(
     cond: ConditionalOp, prior: np.ndarray, system: np.ndarray, histogram: np.ndarray
 ) -> tuple[np.ndarray, str]:
-    """P̂ = D A H⁻¹ P~ for an estimator x = H⁻¹ AᵀD b (spec §5.1: P̂ = Gᵀ P~ with G = H⁻¹AᵀD).
-    One solve with the histogram as right-hand side gives every metric and every K at once."""
+    """P̂ = D A H⁻¹ P~ for an estimator x = H⁻¹ AᵀD b (Krichene & Rendle 2020; Li et al. 2023, eq.
+    14: P̂ = Gᵀ P~ with G = H⁻¹AᵀD). One solve with the histogram as right-hand side gives every
+    metric and every K at once."""
     z, method = solve_symmetric(system, histogram)
     return prior * np.asarray(cond @ z).ravel(), method

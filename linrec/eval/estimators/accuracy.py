@@ -1,5 +1,5 @@
 """How well an estimator recovers the exact metric: average relative error over K and winner
-accuracy across models (spec/evaluation.md §10.3, §13 pitfall 10)."""
+accuracy across models (Li et al. 2023, Tables 1–11; docs/concepts/sampled.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def average_relative_error(
     est_curve: np.ndarray, true_curve: np.ndarray, ks: Iterable[int] = range(1, 51)
 ) -> float:
     """ARE in %: (100/|ks|) Σ_K |T̂@K − T@K| / T@K over K in ks (1-based; curves hold T@1, T@2, ...
-    at index K-1). A K with T@K = 0 contributes 0 but still counts in |ks| (ref-code)."""
+    at index K-1). A K with T@K = 0 contributes 0 but still counts in |ks| (the authors' code)."""
     est = np.asarray(est_curve, dtype=np.float64)
     true = np.asarray(true_curve, dtype=np.float64)
     idx = np.asarray(list(ks), dtype=np.int64) - 1
@@ -31,7 +31,7 @@ def average_relative_error(
 
 
 def winner_accuracy(est_values: np.ndarray, true_values: np.ndarray) -> int:
-    """Number of repeats whose estimated winner is the true winner (spec §10.3, [S3] Table 8).
+    """Number of repeats whose estimated winner is the true winner (Li et al. 2023, Table 8).
 
     est_values: (repeats, models) estimated T̂@K of each model in each repeat; true_values:
     (models,) exact T@K. The winner is the argmax (first index on ties)."""

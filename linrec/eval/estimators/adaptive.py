@@ -1,5 +1,5 @@
 """EM for sampled ranks observed with heterogeneous sample sizes, as produced by adaptive
-(doubling) item sampling (spec/evaluation.md §8.3)."""
+(doubling) item sampling (Li et al. 2023, eq. 12)."""
 
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ def observation_cells(
 
 
 def nested_log_factor(sizes: np.ndarray, ranks: np.ndarray, initial_size: int) -> np.ndarray:
-    """log of the nested likelihood (spec §8.3) over the paper form Bin(r-1; n_j-1, θ) per cell:
-    C(n_{j-1}, r-1) / C(n_j-1, r-1) for r > 1 above the first level (n_{j-1} = n_j / 2), else 0.
-    It does not depend on R, so the EM posterior is the same under both forms."""
+    """log of the nested likelihood (Li et al. 2023, eq. 12) over the paper form Bin(r-1; n_j-1, θ)
+    per cell: C(n_{j-1}, r-1) / C(n_j-1, r-1) for r > 1 above the first level (n_{j-1} = n_j / 2),
+    else 0. It does not depend on R, so the EM posterior is the same under both forms."""
     levels = sizes / initial_size
     if np.any(sizes < initial_size) or np.any(np.log2(levels) != np.round(np.log2(levels))):
         raise ConfigError(
@@ -70,7 +70,7 @@ def adaptive_mle(
     likelihood: str = "paper",
     initial_size: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """MLE of P(R) from (r_u, n_u) pairs by EM (spec §8.3): one likelihood column
+    """MLE of P(R) from (r_u, n_u) pairs by EM (Li et al. 2023, eq. 12): one likelihood column
     P(r | R; n) per observed (n, r) cell, weighted by its frequency. likelihood "paper" uses
     Bin(r-1; n-1, θ); "nested" the exact pmf of the doubling process (binomial scheme only).
     Returns (p_hat (N,), log-likelihood trace, iterations, number of cells)."""
@@ -104,7 +104,7 @@ def adaptive_mle_repeats(
 
 def _cell_columns(sizes: np.ndarray, ranks: np.ndarray, n_items: int, scheme: str,
                   likelihood: str, initial_size: int | None) -> np.ndarray:
-    """Likelihood columns P(r | R; n), (N, J), of the (n, r) cells (spec §8.3)."""
+    """Likelihood columns P(r | R; n), (N, J), of the (n, r) cells (Li et al. 2023, eq. 12)."""
     columns = np.empty((n_items, sizes.size))
     for size in np.unique(sizes):
         at_level = np.flatnonzero(sizes == size)

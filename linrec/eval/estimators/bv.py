@@ -1,4 +1,4 @@
-"""The bias-variance estimator BV (spec/evaluation.md §5.5, corrected weighting
+"""The bias-variance estimator BV (Li et al. 2023, eq. 15, corrected weighting
 Ã = √P(R)·P(r|R)), with a uniform prior or the MLE/MES prior of the same sample."""
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ if TYPE_CHECKING:
 
 
 def check_gamma(gamma: float) -> float:
-    return check_real(gamma, "gamma", gt=0.0, le=1.0, hint="0.01 in the papers (spec §5.5)")
+    return check_real(gamma, "gamma", gt=0.0, le=1.0,
+                      hint="0.01 in the papers (Li et al. 2023, eq. 15)")
 
 
 def bv(
     cond: ConditionalOp, histogram: np.ndarray, prior: np.ndarray, gamma: float = 0.01
 ) -> tuple[np.ndarray, str]:
-    """Bias-variance estimator (spec §5.5, corrected weighting Ã = √P(R)·P(r|R)):
+    """Bias-variance estimator (Li et al. 2023, eq. 15, corrected weighting Ã = √P(R)·P(r|R)):
     x = ((1−γ)AᵀDA + γ diag(Aᵀπ))⁻¹ AᵀD b, so P̂ = D A H⁻¹ P~. Returns (p_hat, solve method)."""
     gamma = check_gamma(gamma)
     system = (1.0 - gamma) * weighted_gram(cond, prior)
@@ -40,7 +41,8 @@ def bv(
 def bv_objective(
     x: np.ndarray, cond: np.ndarray, prior: np.ndarray, target: np.ndarray, gamma: float
 ) -> float:
-    """L_BV(x) = Σ_R P(R)(E[x|R] − F(R))² + γ Σ_R P(R) Var[x|R] (spec §5.5); for tests."""
+    """L_BV(x) = Σ_R P(R)(E[x|R] − F(R))² + γ Σ_R P(R) Var[x|R] (Li et al. 2023, eq. 15); for
+    tests."""
     return bias_variance_loss(x, cond, prior, target, gamma * prior)
 
 

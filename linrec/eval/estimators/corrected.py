@@ -1,4 +1,4 @@
-"""The Krichene–Rendle corrections of sampled metrics (spec/evaluation.md §1.3, §5.2–§5.4): the
+"""The Krichene–Rendle corrections of sampled metrics (Rendle 2019, §4; Krichene & Rendle 2020): the
 naive reading, the unbiased-rank correction, least squares (LS) and constrained least squares
 (CLS). Each returns the implied global-rank distribution P̂ (length N). BV is in bv.py."""
 
@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 
 def naive(histogram: np.ndarray, n_items: int) -> np.ndarray:
-    """The sampled rank read as the global rank (spec §1.3; what papers report): P̂(R) = P~(R) for
-    R <= n, 0 beyond."""
+    """The sampled rank read as the global rank (Rendle 2019, §4; what papers report): P̂(R) = P~(R)
+    for R <= n, 0 beyond."""
     if len(histogram) > n_items:
         raise ConfigError(
             f"naive needs sample_size <= n_items, got sample_size={len(histogram)}, "
@@ -34,9 +34,9 @@ def naive(histogram: np.ndarray, n_items: int) -> np.ndarray:
 
 
 def unbiased_rank(histogram: np.ndarray, n_items: int) -> np.ndarray:
-    """Unbiased-rank correction (spec §5.2): the mass P~(r) moves to R̂(r) = 1 + (r-1)(N-1)/(n-1).
-    R̂ is generally not an integer; the mass sits at ⌈R̂ − 1e-9⌉, which makes Recall@K exact
-    (R̂ <= K ⟺ ⌈R̂⌉ <= K for integer K) and evaluates NDCG/AP gains at ⌈R̂⌉."""
+    """Unbiased-rank correction (Krichene & Rendle 2020): the mass P~(r) moves to R̂(r) = 1 +
+    (r-1)(N-1)/(n-1). R̂ is generally not an integer; the mass sits at ⌈R̂ − 1e-9⌉, which makes
+    Recall@K exact (R̂ <= K ⟺ ⌈R̂⌉ <= K for integer K) and evaluates NDCG/AP gains at ⌈R̂⌉."""
     sample_size = len(histogram)
     ranks = np.arange(1, sample_size + 1, dtype=np.float64)
     if sample_size == 1:
@@ -50,8 +50,8 @@ def unbiased_rank(histogram: np.ndarray, n_items: int) -> np.ndarray:
 def ls(
     cond: ConditionalOp, histogram: np.ndarray, prior: np.ndarray, rcond: float | None = None
 ) -> tuple[np.ndarray, str]:
-    """Minimal-bias least squares (spec §5.3): x = (√D A)⁺ √D b, the minimum-norm solution that
-    np.linalg.lstsq returns, by a thin SVD √D A = U S Vᵀ with singular values below
+    """Minimal-bias least squares (Krichene & Rendle 2020): x = (√D A)⁺ √D b, the minimum-norm
+    solution that np.linalg.lstsq returns, by a thin SVD √D A = U S Vᵀ with singular values below
     rcond·s_max dropped (rcond None: eps·max(N, n), numpy's default); AᵀDA is never inverted.
     Implied P̂ = √D U S⁻¹ Vᵀ P~."""
     dense = cond.toarray() if hasattr(cond, "toarray") else np.asarray(cond)
@@ -67,10 +67,10 @@ def cls(
     cond: ConditionalOp, histogram: np.ndarray, prior: np.ndarray, metric: str, k_max: int,
     nonnegative: bool = False,
 ) -> np.ndarray:
-    """Constrained least squares (spec §5.4): for each K = 1..k_max, x^(K) minimises
+    """Constrained least squares (Krichene & Rendle 2020): for each K = 1..k_max, x^(K) minimises
     Σ_R P(R)(Σ_r P(r|R)x_r − F_K(R))² subject to x_1 >= ... >= x_n (and x >= 0 if nonnegative).
-    CLS is not linear in b, so P̂ is only defined for this metric: P̂(K) = (T̂@K − T̂@(K−1))/w(K) for
-    K <= k_max and 0 beyond; curve(P̂, metric, k_max) then returns the CLS estimates.
+    CLS is not linear in b, so P̂ is only defined for this metric: P̂(K) = (T̂@K − T̂@(K−1))/w(K)
+    for K <= k_max and 0 beyond; curve(P̂, metric, k_max) then returns the CLS estimates.
 
     Solved as bound-constrained least squares in the increments d (x_r = Σ_{j>=r} d_j, d_j >= 0
     for j < n) after one QR of √D A, so every K costs an n x n problem."""

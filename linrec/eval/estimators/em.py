@@ -1,5 +1,5 @@
 """Estimators of the global-rank distribution P(R) from sampled ranks: MLE by EM, weighted MLE and
-maximal entropy with squared fit (MES) (spec/evaluation.md §6)."""
+maximal entropy with squared fit (MES) (Jin et al. 2021b; Li 2023, §2.4)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from linrec.params import check_choice, check_int, check_real
 if TYPE_CHECKING:
     from linrec.eval.estimators._context import EstimatorInput
 
-#: mixture denominators are floored here (spec §6.2 numerics, §13 pitfall 6)
+#: mixture denominators are floored here (Li 2023, eqs. 28–33 numerics, docs/concepts/sampled.md)
 MIX_FLOOR = 1e-300
-#: MES solvers (spec §6.4)
+#: MES solvers (Li 2023, eqs. 36–38)
 MES_SOLVERS = ("auto", "dual", "clarabel", "scs")
 #: row-block size of the dense EM step (half an L2 cache; measured best on 2 cores)
 EM_BLOCK_BYTES = 1 << 19
@@ -34,7 +34,8 @@ def em_mixture(
     init: np.ndarray,
     tol: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """EM for the weights π of a mixture with known components (spec §6.2 eq 33, §8.3).
+    """EM for the weights π of a mixture with known components (Li 2023, eq. 33, Li et al. 2023, eq.
+    12).
 
     cond: (N, J) column j = P(observation j | R); weights: (J,) non-negative observation weights
     summing to 1 (the sampled-rank histogram, or its re-weighting); init: (N,) positive start.
@@ -65,7 +66,7 @@ def em_mixture(
                 done = it + 1
                 break
     trace = trace[: done + 1]
-    # spec §6.2: a non-decreasing log-likelihood is a required invariant of EM
+    # Li 2023, eqs. 28–33: a non-decreasing log-likelihood is a required invariant of EM
     if np.any(np.diff(trace, axis=0) < -1e-10 * np.maximum(1.0, np.abs(trace[-1]))):
         raise ArithmeticError(f"EM log-likelihood decreased: {np.diff(trace, axis=0).min():.3e}")
     pi /= pi.sum(axis=0)
@@ -90,7 +91,7 @@ def _em_step_sparse(cond: sp.csr_array, pi: np.ndarray, ratio: np.ndarray) -> np
 
 
 def initial_distribution(init: str | np.ndarray, n_items: int) -> np.ndarray:
-    """EM start: "uniform" (spec §6.2 default) or a positive array of length n_items."""
+    """EM start: "uniform" (Li 2023, eqs. 28–33 default) or a positive array of length n_items."""
     if isinstance(init, str):
         if init != "uniform":
             raise ConfigError(f"init={init!r} must be 'uniform' or an array of length n_items")
@@ -109,8 +110,8 @@ def mle(
     cond: ConditionalOp, histogram: np.ndarray, n_iter: int = 100,
     init: str | np.ndarray = "uniform", tol: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """MLE of P(R) for a mixture of binomials (spec §6.2). Returns (p_hat (N,), trace, iters);
-    histograms (n, B) of B samples give p_hat (N, B) from one batched EM."""
+    """MLE of P(R) for a mixture of binomials (Li 2023, eqs. 28–33). Returns (p_hat (N,), trace,
+    iters); histograms (n, B) of B samples give p_hat (N, B) from one batched EM."""
     start = initial_distribution(init, cond.shape[0])
     if histogram.ndim == 2:
         start = np.repeat(start[:, None], histogram.shape[1], axis=1)
@@ -118,8 +119,9 @@ def mle(
 
 
 def rank_weights(kind: str | Callable | np.ndarray, sample_size: int, scale: float) -> np.ndarray:
-    """w(r), r = 1..n, for the weighted MLE (spec §6.3 [DECISION]): "ap" 1/(1+(r-1)/C),
-    "ndcg" 1/log2(1+r/C), a callable of the 1-based rank array, or an array of length n."""
+    """w(r), r = 1..n, for the weighted MLE (Li 2023, eqs. 34–35; the decay scale C is not
+    published): "ap" 1/(1+(r-1)/C), "ndcg" 1/log2(1+r/C), a callable of the 1-based rank array, or
+    an array of length n."""
     ranks = np.arange(1, sample_size + 1, dtype=np.float64)
     if isinstance(kind, str):
         scale = check_real(scale, "weight_scale", gt=0)
@@ -141,8 +143,8 @@ def weighted_mle(
     weight_scale: float = 10.0, n_iter: int = 100, init: str | np.ndarray = "uniform",
     tol: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Weighted MLE (spec §6.3): the MLE fitted to the re-weighted histogram w·P~ / Σ w·P~, so it
-    is biased toward top ranks by design. Returns (p_hat, trace, iters)."""
+    """Weighted MLE (Li 2023, eqs. 34–35): the MLE fitted to the re-weighted histogram w·P~ / Σ
+    w·P~, so it is biased toward top ranks by design. Returns (p_hat, trace, iters)."""
     w = rank_weights(weights, cond.shape[1], weight_scale) * histogram
     if w.sum() <= 0:
         raise ConfigError("rank weights are zero on every observed sampled rank")
@@ -150,7 +152,8 @@ def weighted_mle(
 
 
 def fit_scale_value(fit_scale: str | float, sample_size: int, n_targets: int) -> float:
-    """MES fit-term scale: "n" (ref-code), "M" (paper) or a positive number (spec §6.4)."""
+    """MES fit-term scale: "n" (the authors' code), "M" (paper) or a positive number (Li 2023, eqs.
+    36–38)."""
     if fit_scale == "n":
         return float(sample_size)
     if fit_scale == "M":
@@ -164,11 +167,11 @@ def mes(
     cond: ConditionalOp, histogram: np.ndarray, fit_scale: float, entropy_weight: float = 0.01,
     solver: str = "auto", tol: float = 1e-11, max_iter: int = 200,
 ) -> tuple[np.ndarray, int, str]:
-    """MES (spec §6.4): argmin_π s·Σ_r P~(r)((Aᵀπ)_r − P~(r))² − η·H(π) on the simplex, with
-    s = fit_scale and η = entropy_weight. solver: "dual" (Newton on the n-dimensional concave dual;
-    reaches a lower objective than cvxpy/CLARABEL in the tests, ~100x faster), "clarabel" or "scs"
-    (cvxpy, exponential cone: the spec's reference), or "auto" (dual, falling back to CLARABEL if
-    Newton stalls). Returns (p_hat (N,), iterations, solver description)."""
+    """MES (Li 2023, eqs. 36–38): argmin_π s·Σ_r P~(r)((Aᵀπ)_r − P~(r))² − η·H(π) on the simplex,
+    with s = fit_scale and η = entropy_weight. solver: "dual" (Newton on the n-dimensional concave
+    dual; reaches a lower objective than cvxpy/CLARABEL in the tests, ~100x faster), "clarabel" or
+    "scs" (cvxpy, exponential cone: the authors' formulation), or "auto" (dual, falling back to
+    CLARABEL if Newton stalls). Returns (p_hat (N,), iterations, solver description)."""
     check_real(entropy_weight, "entropy_weight", gt=0)
     observed = np.flatnonzero(histogram > 0)
     h_obs = histogram[observed]
@@ -207,7 +210,7 @@ def _mes_cvxpy(
     problem.solve(solver=solver)
     if pi.value is None or problem.status not in ("optimal", "optimal_inaccurate"):
         raise ArithmeticError(f"MES: cvxpy/{solver} finished with status {problem.status}")
-    # spec §13 pitfall 7: clip tiny negatives and renormalise
+    # docs/concepts/sampled.md: clip tiny negatives and renormalise
     p_hat = np.maximum(np.asarray(pi.value, dtype=np.float64), 0.0)
     iterations = problem.solver_stats.num_iters
     return p_hat / p_hat.sum(), int(iterations or 0), f"cvxpy/{solver} ({problem.status})"

@@ -1,15 +1,19 @@
-"""Mapping functions f: SHR@k ≈ HR@f(k) (spec/evaluation.md §4) and their alignment errors (§4.6).
+"""Mapping functions f: SHR@k ≈ HR@f(k) (Li et al. 2020, §3) and their alignment errors (Li et al.
+2020, App. A).
 
 `mapping_function(kind, n_items, sample_size, **params)` returns f(1..n) as float64 (n,):
-- "linear" (§4.1): f(k) = (k-1)(N-1)/(n-1) + 1;
-- "bound" (§4.2): ⌊(k - 1/2)(N-1)/(n-1) + 1/2⌋, clipped to [1, N];
-- "beta" (§4.3, param a > 0): the Beta(a, 1) recurrence in log space, closed form k(N-1)/n + 1
+- "linear" (Li et al. 2020, eq. 9): f(k) = (k-1)(N-1)/(n-1) + 1;
+- "bound" (Li et al. 2020, eqs. 10–13): ⌊(k - 1/2)(N-1)/(n-1) + 1/2⌋, clipped to [1, N];
+- "beta" (Li et al. 2020, eqs. 14–17, param a > 0): the Beta(a, 1) recurrence in log space, closed
+form k(N-1)/n + 1
   at a = 1;
-- "beta_p" (§4.4, param sampled_ranks): Beta@a with a fitted by the iterative Beta MLE;
-- "dataset" (§4.5, param reference_sampled_ranks): Beta@a with one a per dataset, fitted on
+- "beta_p" (Li et al. 2020, eq. 19, param sampled_ranks): Beta@a with a fitted by the iterative Beta
+MLE;
+- "dataset" (Li et al. 2020, §4.2, param reference_sampled_ranks): Beta@a with one a per dataset,
+fitted on
   reference models (median of their Beta@P fixed points by default);
-- "oracle" (§4.0, param global_ranks; validation only): argmin_K |HR@K - E[SHR@k]|.
-Non-integer locations read HR@⌊f + 1e-9⌋ (§4 convention, §13 pitfall 3).
+- "oracle" (Li et al. 2020, §3, param global_ranks; validation only): argmin_K |HR@K - E[SHR@k]|.
+Non-integer locations read HR@⌊f + 1e-9⌋ (Li et al. 2020, §3 convention, docs/concepts/sampled.md).
 """
 
 from __future__ import annotations
@@ -25,21 +29,22 @@ from linrec.eval.expected import expected_sampled_curve, global_rank_distributio
 from linrec.params import check_choice, check_int, check_real
 
 MAPPINGS = ("linear", "bound", "beta", "beta_p", "dataset", "oracle")
-#: slack of the floor rule ⌊f + 1e-9⌋ (f(k; 1) can be a half-integer; spec §4)
+#: slack of the floor rule ⌊f + 1e-9⌋ (f(k; 1) can be a half-integer; Li et al. 2020, §3)
 FLOOR_SLACK = 1e-9
-#: how one a per dataset is taken from the reference models' Beta@P values (spec §4.5)
+#: how one a per dataset is taken from the reference models' Beta@P values (Li et al. 2020, §4.2)
 DATASET_REDUCTIONS = ("median", "mean", "first")
 
 
 def linear_mapping(n_items: int, sample_size: int) -> np.ndarray:
-    """f_lin(k) = (k-1)(N-1)/(n-1) + 1, k = 1..n (spec §4.1): float64 (n,)."""
+    """f_lin(k) = (k-1)(N-1)/(n-1) + 1, k = 1..n (Li et al. 2020, eq. 9): float64 (n,)."""
     check_sample_size(n_items, sample_size)
     k = np.arange(1, sample_size + 1, dtype=np.float64)
     return (k - 1.0) * (n_items - 1.0) / (sample_size - 1.0) + 1.0
 
 
 def bound_mapping(n_items: int, sample_size: int) -> np.ndarray:
-    """f_bound(k) = ⌊(k - 1/2)(N-1)/(n-1) + 1/2⌋ clipped to [1, N] (spec §4.2): float64 (n,)."""
+    """f_bound(k) = ⌊(k - 1/2)(N-1)/(n-1) + 1/2⌋ clipped to [1, N] (Li et al. 2020, eqs. 10–13):
+    float64 (n,)."""
     check_sample_size(n_items, sample_size)
     k = np.arange(1, sample_size + 1, dtype=np.float64)
     f = np.floor((k - 0.5) * (n_items - 1.0) / (sample_size - 1.0) + 0.5)
@@ -47,7 +52,7 @@ def bound_mapping(n_items: int, sample_size: int) -> np.ndarray:
 
 
 def beta_mapping(n_items: int, sample_size: int, a: float) -> np.ndarray:
-    """f(k; a), k = 1..n (spec §4.3 eqs 16–18): float64 (n,). The recurrence solves to
+    """f(k; a), k = 1..n (Li et al. 2020, eqs. 14–18): float64 (n,). The recurrence solves to
     y_k = (f(k;a) - 1)^a = a (N-1)^a Σ_{l<k} C(n-1,l) B(a+l, n-l) = (N-1)^a S_k / S_n with
     S_k = Σ_{l<k} t_l, t_l = Γ(l+a)/Γ(l+1) (Lemma 3.1: a S_n Γ(n)/Γ(n+a) = 1). t_l is built in log
     space from t_{l+1}/t_l = (l+a)/(l+1), which avoids the ~1e-11 error of gammaln at l ~ 3200
@@ -65,7 +70,8 @@ def beta_mapping(n_items: int, sample_size: int, a: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class BetaPFit:
-    """Beta@P fixed point (spec §4.4): a, the iterates a^(0..n_iter), whether |Δa| < tol."""
+    """Beta@P fixed point (Li et al. 2020, eq. 19): a, the iterates a^(0..n_iter), whether |Δa| <
+    tol."""
 
     a: float
     history: tuple[float, ...]
@@ -84,7 +90,7 @@ def fit_beta_p(
     max_iter: int = 20,
     tol: float = 1e-6,
 ) -> BetaPFit:
-    """Iterative Beta MLE a^(i+1) = -M / Σ_u ln((f(r_u; a^(i)) - 1)/(N-1)) (spec §4.4 eq 19),
+    """Iterative Beta MLE a^(i+1) = -M / Σ_u ln((f(r_u; a^(i)) - 1)/(N-1)) (Li et al. 2020, eq. 19),
     from the sampled ranks r_u in [1, n] (one per target). Works on the rank histogram."""
     check_sample_size(n_items, sample_size)
     ranks = check_ranks(sampled_ranks, sample_size, "sampled_ranks").ravel()
@@ -100,7 +106,8 @@ def fit_beta_p(
     a = float(a0)
     for _ in range(int(max_iter)):
         f = beta_mapping(n_items, sample_size, a)
-        # x_u = (f(r_u) - 1)/(N-1) in (0, 1]; x = 1 only at r = n, where ln 1 = 0 (spec §4.4)
+        # x_u = (f(r_u) - 1)/(N-1) in (0, 1]; x = 1 only at r = n, where ln 1 = 0 (Li et al. 2020,
+        # eq. 19)
         log_x = np.log((f - 1.0) / (n_items - 1.0))
         a_new = -ranks.size / float(counts @ log_x)
         history.append(a_new)
@@ -117,8 +124,8 @@ def dataset_beta_parameter(
     reduce: str = "median",
     **fit_params: float,
 ) -> float:
-    """One Beta parameter a for a dataset (spec §4.5 remedies 1–2): the Beta@P fixed points of the
-    reference models' sampled ranks, reduced by "median", "mean" or "first"."""
+    """One Beta parameter a for a dataset (Li et al. 2020, §4.2 remedies 1–2): the Beta@P fixed
+    points of the reference models' sampled ranks, reduced by "median", "mean" or "first"."""
     check_choice(reduce, "reduce", DATASET_REDUCTIONS)
     if len(reference_sampled_ranks) == 0:
         raise ConfigError("reference_sampled_ranks is empty; give the sampled ranks of at least "
@@ -132,8 +139,8 @@ def dataset_beta_parameter(
 def oracle_mapping(
     global_ranks: np.ndarray, n_items: int, sample_size: int, scheme: str = "binomial"
 ) -> np.ndarray:
-    """f*(k) = argmin_{K in 0..N} |HR@K - E[SHR@k]| (spec §4.0), E[SHR@k] from the true W_R and the
-    sampled-rank law: float64 (n,) of integers (the smallest such K on a plateau of HR)."""
+    """f*(k) = argmin_{K in 0..N} |HR@K - E[SHR@k]| (Li et al. 2020, §3), E[SHR@k] from the true W_R
+    and the sampled-rank law: float64 (n,) of integers (the smallest such K on a plateau of HR)."""
     w = global_rank_distribution(global_ranks, n_items)
     expected_shr = expected_sampled_curve(w, n_items, sample_size, "recall", sample_size, scheme)
     hr = np.concatenate([[0.0], np.cumsum(w)])  # hr[K] = HR@K, K = 0..N
@@ -197,8 +204,8 @@ def aligned_curves(
     global_ranks: np.ndarray | None = None,
 ) -> AlignedCurves:
     """SHR@k = (1/M) Σ_u δ(r_u <= k) and HR@f(k) = (1/M') Σ_u δ(R_u <= ⌊f(k) + 1e-9⌋) for
-    k = 1..k_max (default len(f)) (spec §4, §3.1). sampled_ranks: int (M,) in [1, len(f)];
-    global_ranks: int (M',) 1-based, or None."""
+    k = 1..k_max (default len(f)) (Li et al. 2020, §3; eqs. 3–5). sampled_ranks: int
+    (M,) in [1, len(f)]; global_ranks: int (M',) 1-based, or None."""
     f = np.asarray(f, dtype=np.float64)
     if f.ndim != 1 or f.size == 0 or not np.all(np.isfinite(f)):
         raise ConfigError(f"f must be a finite 1-d array f(1..n); got shape {f.shape}")
@@ -221,9 +228,9 @@ def aligned_curves(
 
 
 def alignment_errors(shr: np.ndarray, hr_at_f: np.ndarray) -> dict[str, float]:
-    """Alignment errors of [S0] Table 7 (spec §4.6) over k = 1..len(shr): abs, rel (mean over all
-    k), abs@1, rel@1, abs@2-10, rel@2-10 (mean over k = 2..min(10, len)). rel divides by SHR@k;
-    a k with SHR@k = 0 contributes 0 (the §10.3 convention)."""
+    """Alignment errors of Li et al. 2020, Table 7 (their App. A) over k = 1..len(shr): abs, rel
+    (mean over all k), abs@1, rel@1, abs@2-10, rel@2-10 (mean over k = 2..min(10, len)). rel divides
+    by SHR@k; a k with SHR@k = 0 contributes 0 (the Li et al. 2023, Tables 1–11 convention)."""
     shr = np.asarray(shr, dtype=np.float64)
     hr_at_f = np.asarray(hr_at_f, dtype=np.float64)
     if shr.shape != hr_at_f.shape or shr.ndim != 1 or shr.size < 2:

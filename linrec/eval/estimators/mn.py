@@ -1,4 +1,4 @@
-"""The MSE-optimised "multinomial" estimator MN (spec/evaluation.md §7)."""
+"""The MSE-optimised "multinomial" estimator MN (Li et al. 2023, §3)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ VARIANCE_WEIGHTS = ("unweighted", "prior")
 def mn_system(
     cond: ConditionalOp, prior: np.ndarray, n_targets: int, variance_weight: str = "unweighted"
 ) -> np.ndarray:
-    """H of x_MN = H⁻¹ AᵀD b (spec §7.3): AᵀDA − (1/M)AᵀA + (1/M)Λ1 with Λ1 = diag(column sums).
-    variance_weight="prior" weighs Var[x|R] by P(R) (spec §7.5, the exact variance), i.e. BV with
-    γ = 1/M: AᵀDA − (1/M)AᵀDA + (1/M)diag(Aᵀπ)."""
+    """H of x_MN = H⁻¹ AᵀD b (Li et al. 2023, eqs. 10–11): AᵀDA − (1/M)AᵀA + (1/M)Λ1 with Λ1 =
+    diag(column sums). variance_weight="prior" weighs Var[x|R] by P(R) (docs/concepts/sampled.md,
+    the exact variance), i.e. BV with γ = 1/M: AᵀDA − (1/M)AᵀDA + (1/M)diag(Aᵀπ)."""
     check_choice(variance_weight, "variance_weight", VARIANCE_WEIGHTS)
     check_int(n_targets, "n_targets", ge=1)
     if variance_weight == "unweighted":
@@ -46,7 +46,8 @@ def mn(
     cond: ConditionalOp, histogram: np.ndarray, prior: np.ndarray, n_targets: int,
     variance_weight: str = "unweighted",
 ) -> tuple[np.ndarray, str]:
-    """MN estimator: implied P̂ = D A H⁻¹ P~ (spec §5.1, §7.3). Returns (p_hat, solve method)."""
+    """MN estimator: implied P̂ = D A H⁻¹ P~ (Krichene & Rendle 2020; Li et al. 2023, eq. 14; Li et
+    al. 2023, eqs. 10–11). Returns (p_hat, solve method)."""
     system = mn_system(cond, prior, n_targets, variance_weight)
     return implied_distribution(cond, prior, system, histogram)
 
@@ -54,7 +55,8 @@ def mn(
 def mn_objective(
     x: np.ndarray, cond: np.ndarray, prior: np.ndarray, target: np.ndarray, n_targets: int
 ) -> float:
-    """L1 + L2 of spec §7.2: Σ_R P(R)(E[x|R] − F(R))² + (1/M) Σ_R Var[x|R]; for tests."""
+    """L1 + L2 of Li et al. 2023, eqs. 7–8: Σ_R P(R)(E[x|R] − F(R))² + (1/M) Σ_R Var[x|R]; for
+    tests."""
     return bias_variance_loss(x, cond, prior, target, np.full(len(prior), 1.0 / n_targets))
 
 

@@ -1,5 +1,6 @@
-"""The prior P(R) that BV, MN and LS plug in (spec/evaluation.md §5.5, §7.3): uniform, a given
-array, the MLE or MES of the same run, or an estimate pooled over several runs (ref-code)."""
+"""The prior P(R) that BV, MN and LS plug in (Li et al. 2023, eq. 15; eqs. 10–11):
+uniform, a given array, the MLE or MES of the same run, or an estimate pooled over several runs (the
+authors' code)."""
 
 from __future__ import annotations
 
@@ -65,8 +66,9 @@ def pooled_prior(
     scheme: str = "binomial",
     params: dict[str, Any] | None = None,
 ) -> np.ndarray:
-    """The mean of the per-run MLE/MES estimates over several runs of sampled ranks (ref-code's
-    `get_estimate(...).mean(0)`, spec §5.5); reproduces the published tables. float64 (N,)."""
+    """The mean of the per-run MLE/MES estimates over several runs of sampled ranks (the authors'
+    code's `get_estimate(...).mean(0)`, Li et al. 2023, eq. 15); reproduces the published tables.
+    float64 (N,)."""
     if source not in ("mle", "mes"):
         raise ConfigError(f"pooled prior source {source!r} must be 'mle' or 'mes'")
     if len(runs) == 0:

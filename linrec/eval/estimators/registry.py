@@ -1,7 +1,7 @@
 """The estimator registry: `estimate(name, sampled_ranks, *, n_items, sample_size, **params)` runs
-the estimator `name` on one sample and returns an `EstimateResult` whose `p_hat` (length
-n_items) is the implied global-rank distribution (spec/evaluation.md §5–§8); every metric curve
-comes from it (`result.curve("ndcg", 50)`). `estimate_repeats` runs one estimator on several
+the estimator `name` on one sample and returns an `EstimateResult` whose `p_hat` (length n_items) is
+the implied global-rank distribution (Krichene & Rendle 2020; Li et al. 2023, §4); every metric
+curve comes from it (`result.curve("ndcg", 50)`). `estimate_repeats` runs one estimator on several
 samples, batching the EM ones."""
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ class EstimatorSpec:
 
     runner: `runner(EstimatorInput, **params)`, or for per-target sizes `runner(name, ranks,
     n_items, sizes, scheme, **params)`; per_target_sizes: it estimates samples whose sizes
-    differ per target (adaptive sampling, spec §8); batched: `estimate_repeats` runs it as one
-    EM over all samples; prior_from / base: it is `base` with, as its default prior, the
+    differ per target (adaptive sampling, Li et al. 2023, §4); batched: `estimate_repeats` runs it
+    as one EM over all samples; prior_from / base: it is `base` with, as its default prior, the
     estimate of `prior_from` on the same sample (bv_mle = bv with the MLE prior), so the
     sampled block computes that estimate once and shares it; params: its keyword parameters."""
 
@@ -79,7 +79,7 @@ ESTIMATORS: Registry[EstimatorSpec] = Registry("estimator", ((s.name, s) for s i
 #: estimators of samples with one common sample size
 FIXED_SIZE_ESTIMATORS: tuple[str, ...] = tuple(
     name for name, spec in ESTIMATORS.items() if not spec.per_target_sizes)
-#: estimators of samples with per-target sizes (adaptive sampling, spec §8)
+#: estimators of samples with per-target sizes (adaptive sampling, Li et al. 2023, §4)
 ADAPTIVE_ESTIMATORS: tuple[str, ...] = tuple(
     name for name, spec in ESTIMATORS.items() if spec.per_target_sizes)
 

@@ -1,4 +1,4 @@
-"""EstimateResult: the common output of every estimator (spec/evaluation.md §13)."""
+"""EstimateResult: the common output of every estimator (docs/concepts/sampled.md)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from linrec.eval.metrics import curve
 
 @dataclass
 class EstimateResult:
-    """One estimator's output (spec §13 common output contract).
+    """One estimator's output (docs/concepts/sampled.md common output contract).
 
     p_hat: float64 (n_items,), the implied global-rank distribution P̂(R), p_hat[R-1]; linear
-      estimators (BV, MN, LS) may give negative entries and a sum != 1 (spec §7.5), never clipped.
+      estimators (BV, MN, LS) may give negative entries and a sum != 1 (docs/concepts/sampled.md),
+      never clipped.
     sample_size: the common n, or the per-target sizes (int64 array) for adaptive_mle.
     prior: where the prior P(R) came from ("uniform", "mle", "mes", "pooled:mle", "array") or None.
     params: the estimator's hyper-parameters (gamma, entropy_weight, fit_scale, ...).

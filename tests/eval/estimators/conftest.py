@@ -1,8 +1,8 @@
 """Helpers shared by the estimator tests: global ranks from a power law with sampled ranks drawn
 by the binomial law (an independent oracle), a textbook per-user EM, and for the linear estimators
 the `small` sample (a fixture, found by pytest) with its sizes, metric targets, a BFGS minimiser of
-their quadratic objectives and the weights written out from the spec formulas. (Import the helpers
-with `from tests.eval.estimators.conftest import ...`.)"""
+their quadratic objectives and the weights written out from the papers' formulas. (Import the
+helpers with `from tests.eval.estimators.conftest import ...`.)"""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def power_law(n_items: int, exponent: float = 0.9) -> np.ndarray:
 
 
 def draw(n_items, sample_size, n_targets, seed, exponent=0.9):
-    """Global ranks from a power law and sampled ranks by the binomial law (spec §2.4), drawn here
-    directly as an independent oracle."""
+    """Global ranks from a power law and sampled ranks by the binomial law
+    (docs/concepts/sampled.md), drawn here directly as an independent oracle."""
     rng = np.random.default_rng(seed)
     global_ranks = rng.choice(n_items, size=n_targets, p=power_law(n_items, exponent)) + 1
     theta = (global_ranks - 1) / (n_items - 1)
@@ -32,7 +32,8 @@ def draw(n_items, sample_size, n_targets, seed, exponent=0.9):
 
 
 def per_user_em(sampled_ranks, sample_sizes, n_items, n_iter):
-    """Textbook EM of spec §6.2 / §8.3 over users (posterior φ_u per user, scipy.stats pmf)."""
+    """Textbook EM of Li 2023, eqs. 28–33 / Li et al. 2023, eq. 12 over users (posterior φ_u per
+    user, scipy.stats pmf)."""
     theta = np.arange(n_items) / (n_items - 1)
     lik = stats.binom.pmf(sampled_ranks[:, None] - 1, sample_sizes[:, None] - 1, theta[None, :])
     pi = np.full(n_items, 1.0 / n_items)
@@ -71,16 +72,17 @@ def bfgs(objective, sample_size, seed=0):
 
 
 def direct_weights(name, cond, prior, gamma, n_targets, target):
-    """x = H⁻¹ AᵀD b solved per right-hand side, written out from the spec formulas."""
+    """x = H⁻¹ AᵀD b solved per right-hand side, written out from the papers' formulas."""
     gram = cond.T @ (prior[:, None] * cond)
     rhs = cond.T @ (prior * target)
-    if name == "bv":  # spec §5.5
+    if name == "bv":  # Li et al. 2023, eq. 15
         return np.linalg.solve((1 - gamma) * gram + gamma * np.diag(prior @ cond), rhs)
-    if name == "mn":  # spec §7.3
+    if name == "mn":  # Li et al. 2023, eqs. 10–11
         system = gram - cond.T @ cond / n_targets + np.diag(cond.sum(axis=0)) / n_targets
         return np.linalg.solve(system, rhs)
-    # ls, spec §5.3: minimum-norm weighted least squares (√D A)⁺ √D b; the same SVD as the
-    # estimator (and its prior normalisation), since rounding is amplified ~1e8-fold (§5.3)
+    # ls, Krichene & Rendle 2020: minimum-norm weighted least squares (√D A)⁺ √D b; the same SVD as
+    # the estimator (and its prior normalisation), since rounding is amplified ~1e8-fold (Krichene &
+    # Rendle 2020)
     prior = prior / prior.sum()
     u, s, vt = np.linalg.svd(np.sqrt(prior)[:, None] * cond, full_matrices=False)
     return vt.T @ ((u.T @ (np.sqrt(prior) * target)) / s)

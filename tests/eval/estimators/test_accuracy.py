@@ -1,4 +1,5 @@
-"""Average relative error and winner accuracy (spec/evaluation.md §10.3, §13 pitfall 10)."""
+"""Average relative error and winner accuracy (Li et al. 2023, Tables 1–11;
+docs/concepts/sampled.md)."""
 
 import numpy as np
 import pytest

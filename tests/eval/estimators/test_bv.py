@@ -1,6 +1,6 @@
-"""The bias-variance estimator BV (spec/evaluation.md §5.5, §14.1 V11): its closed form is the
-BFGS minimiser of L_BV, the literal (typo) weighting of the spec is not, and γ = 1 gives the
-posterior mean."""
+"""The bias-variance estimator BV (Li et al. 2023, eq. 15; docs/concepts/sampled.md): its closed
+form is the BFGS minimiser of L_BV, the weighting as printed in the paper (a typo) is not, and γ = 1
+gives the posterior mean."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ def test_v11_bv_closed_form_is_bfgs_minimiser(small, metric, k):
 
 
 def test_v11_bv_literal_typo_weighting_is_not_the_minimiser(small):
-    # spec §5.5: the printed Ã = √(P(R)P(r|R)) gives a higher L_BV than the corrected form
+    # Li et al. 2023, eq. 15: the printed Ã = √(P(R)P(r|R)) gives a higher L_BV than the corrected
+    # form
     _, _, prior, cond = small
     gamma, target = 0.01, metric_target("recall", 10)
     typo = np.sqrt(prior[:, None] * cond)
@@ -52,7 +53,7 @@ def test_v11_bv_literal_typo_weighting_is_not_the_minimiser(small):
 
 
 def test_bv_gamma_one_is_posterior_mean(small):
-    # spec §5.5: γ = 1 gives x_r = E[F(R) | r] under the prior
+    # Li et al. 2023, eq. 15: γ = 1 gives x_r = E[F(R) | r] under the prior
     _, _, prior, cond = small
     posterior = prior[:, None] * cond / (prior @ cond)[None, :]
     target = metric_target("ndcg", 20)

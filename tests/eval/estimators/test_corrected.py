@@ -1,4 +1,4 @@
-"""The Krichene–Rendle corrections (spec/evaluation.md §1.3, §5.2–§5.4): the naive reading of
+"""The Krichene–Rendle corrections (Rendle 2019, §4; Krichene & Rendle 2020): the naive reading of
 sampled ranks as global ones, the unbiased-rank correction, constrained least squares against
 cvxpy, and least squares as weighted least squares."""
 
@@ -24,7 +24,7 @@ def test_naive_reads_sampled_rank_as_global(small):
 def test_unbiased_rank_places_mass_at_unbiased_rank(small):
     sampled, _, _, _ = small
     result = estimate("unbiased_rank", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE)
-    r_hat = 1 + (sampled - 1) * (N_ITEMS - 1) / (SAMPLE_SIZE - 1)  # spec §5.2
+    r_hat = 1 + (sampled - 1) * (N_ITEMS - 1) / (SAMPLE_SIZE - 1)  # Krichene & Rendle 2020
     for k in (1, 16, 17, 100, 300):
         assert result.curve("recall", k)[-1] == pytest.approx(np.mean(r_hat <= k), abs=1e-15)
     # the estimate is unbiased for the mean rank: E[R̂] = R for every R
@@ -50,7 +50,7 @@ def test_cls_matches_cvxpy_and_is_monotone(small):
 
 
 def test_ls_is_weighted_least_squares(small):
-    # spec §5.3 on a well-posed case (recall at a large K): x = argmin ||√D (A x − b)||
+    # Krichene & Rendle 2020 on a well-posed case (recall at a large K): x = argmin ||√D (A x − b)||
     _, hist, prior, cond = small
     sampled = np.repeat(np.arange(1, SAMPLE_SIZE + 1), 3)
     result = estimate("ls", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE, prior=prior)

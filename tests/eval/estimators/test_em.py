@@ -1,7 +1,7 @@
-"""MLE by EM, weighted MLE and MES (spec/evaluation.md §6, §14.1 V14): the MLE equals a per-user
-EM, its log-likelihood never decreases and it matches the moments at convergence, the tolerance
-stops it early; the weighted MLE is the MLE of the reweighted histogram; MES by its dual against
-cvxpy, its KKT conditions and limits, and the solver choice and fallback."""
+"""MLE by EM, weighted MLE and MES (Jin et al. 2021b; Li 2023, §2.4; docs/concepts/sampled.md):
+the MLE equals a per-user EM, its log-likelihood never decreases and it matches the moments at
+convergence, the tolerance stops it early; the weighted MLE is the MLE of the reweighted histogram;
+MES by its dual against cvxpy, its KKT conditions and limits, and the solver choice and fallback."""
 
 from __future__ import annotations
 
@@ -37,8 +37,9 @@ def test_v14_em_log_likelihood_non_decreasing_and_matches_definition():
 
 
 def test_v14_moment_matching_at_convergence():
-    # spec §6.5: with M → ∞ (the histogram equals Aᵀπ_true) the implied P(r) fits P~; EM
-    # converges sublinearly here (the MLE is a flat set, spec §6.2), so a small N and many steps
+    # Li 2023, §2.4: with M → ∞ (the histogram equals Aᵀπ_true) the implied P(r) fits P~; EM
+    # converges sublinearly here (the MLE is a flat set, Li 2023, eqs. 28–33), so a small N and many
+    # steps
     n_items, sample_size = 60, 30
     cond = conditional_matrix(n_items, sample_size)
     counts = np.round(power_law(n_items) @ cond * 1e6).astype(np.int64)
@@ -47,7 +48,7 @@ def test_v14_moment_matching_at_convergence():
     result = estimate("mle", sampled, n_items=n_items, sample_size=sample_size, n_iter=20000)
     np.testing.assert_allclose(result.p_hat @ cond, histogram, atol=1e-6)
     assert np.all(np.diff(result.log_likelihood) >= -1e-14)
-    # and recall at large K is accurate (spec §6.5)
+    # and recall at large K is accurate (Li 2023, §2.4)
     true_recall = np.cumsum(power_law(n_items))
     np.testing.assert_allclose(result.curve("recall", 60)[20:], true_recall[20:], atol=5e-3)
 
@@ -62,7 +63,8 @@ def test_em_tolerance_stops_early():
 
 
 def test_weighted_mle_is_mle_of_reweighted_histogram():
-    # spec §6.3: π_new = Σ_r w(r)P~(r) φ(R|r) / Σ_r w(r)P~(r), written out per sampled rank
+    # Li 2023, eqs. 34–35: π_new = Σ_r w(r)P~(r) φ(R|r) / Σ_r w(r)P~(r), written out per sampled
+    # rank
     _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 1500, seed=3)
     scale = 4.0
     result = estimate("weighted_mle", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE,
@@ -106,7 +108,7 @@ def test_mes_dual_matches_cvxpy(fit_scale, eta):
     assert f_dual <= _mes_objective(ref.p_hat, cond, hist, scale, eta) + 1e-12
     np.testing.assert_allclose(dual.p_hat @ cond, ref.p_hat @ cond, atol=5e-6)
     np.testing.assert_allclose(dual.p_hat, ref.p_hat, atol=1e-4)
-    # simplex feasibility (spec §6.4)
+    # simplex feasibility (Li 2023, eqs. 36–38)
     assert dual.p_hat.min() > 0 and abs(dual.p_hat.sum() - 1) < 1e-12
 
 
@@ -119,7 +121,8 @@ def test_mes_kkt_and_limits():
     # KKT on the simplex interior: ∂f/∂π_R is the same constant for every R
     grad = cond @ (2 * scale * hist * (pi @ cond - hist)) + eta * (np.log(pi) + 1)
     assert np.ptp(grad) < 1e-8
-    # η → ∞: uniform; η → 0: the implied P(r) fits a histogram that some π produces (§6.4)
+    # η → ∞: uniform; η → 0: the implied P(r) fits a histogram that some π produces (Li 2023, eqs.
+    # 36–38)
     big, _, _ = mes(cond, hist, scale, 1e6, solver="dual")
     np.testing.assert_allclose(big, 1.0 / N_ITEMS, rtol=1e-4)
     reachable = power_law(N_ITEMS, 0.6) @ cond

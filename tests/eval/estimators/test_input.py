@@ -1,4 +1,4 @@
-"""Input checks of the estimators (spec/evaluation.md §13): a sampled rank out of range is named
+"""Input checks of the estimators (docs/concepts/sampled.md): a sampled rank out of range is named
 with its range, and a per-target sample-size array of one common size is accepted."""
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""The linear algebra the estimators share (spec/evaluation.md §5.1, §13, §14.1 V12): the implied
-distribution P̂ = D A H⁻¹ P~ of BV, MN and LS equals the weights solved from the spec formulas,
-the symmetric solve falls back to least squares below machine precision without touching the
-warnings filters, and the banded P(r|R) of large N·n gives the dense results (MLE, BV, MN, MES)."""
+"""The linear algebra the estimators share (Krichene & Rendle 2020; Li et al. 2023, eq. 14;
+ docs/concepts/sampled.md): the implied distribution P̂ = D A H⁻¹ P~ of BV, MN and LS equals the
+weights solved from the papers' formulas, the symmetric solve falls back to least squares below
+machine precision without touching the warnings filters, and the banded P(r|R) of large N·n gives
+the dense results (MLE, BV, MN, MES)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def test_v12_implied_distribution_identity(small, name, metric):
 
 def _ls_term_scale(cond, prior, hist, target):
     """Σ_i |(Uᵀ√D b)_i (Vᵀ P~)_i / s_i|: the size of the terms that cancel in P~ᵀx for LS, whose
-    singular values span ~1e-9..1 (spec §5.3), hence the scale of its rounding error."""
+    singular values span ~1e-9..1 (Krichene & Rendle 2020), hence the scale of its rounding
+    error."""
     u, s, vt = np.linalg.svd(np.sqrt(prior)[:, None] * cond, full_matrices=False)
     return np.abs((u.T @ (np.sqrt(prior) * target)) * (vt @ hist) / s).sum()
 
@@ -81,7 +83,7 @@ def test_solve_symmetric_falls_back_below_machine_precision_without_warning_filt
 
 
 def test_banded_operator_gives_the_dense_results():
-    # large N·n use the banded CSR form of P(r|R) (spec §2.5, §13 pitfall 8); same estimates
+    # large N·n use the banded CSR form of P(r|R) (docs/concepts/sampled.md); same estimates
     from linrec.eval.conditional import conditional_band
     from linrec.eval.estimators.bv import bv
     from linrec.eval.estimators.em import mle
@@ -106,8 +108,8 @@ def test_banded_operator_gives_the_dense_results():
 
 
 def test_bias_variance_loss_is_the_squared_bias_plus_the_weighted_variance():
-    """The BV and MN objective (spec §5.5, §7.2), written out per global rank R with the variance
-    as E[(x − E[x|R])² | R] (the helper uses E[x²] − E[x]²)."""
+    """The BV and MN objective (Li et al. 2023, eq. 15; eqs. 7–8), written out per
+    global rank R with the variance as E[(x − E[x|R])² | R] (the helper uses E[x²] − E[x]²)."""
     from linrec.eval.estimators._linalg import bias_variance_loss
     from linrec.eval.estimators.bv import bv_objective
     from linrec.eval.estimators.mn import mn_objective

@@ -1,4 +1,5 @@
-"""Mapping functions SHR@k ≈ HR@f(k) (spec/evaluation.md §4): V9, V10, V17 and helpers."""
+"""Mapping functions SHR@k ≈ HR@f(k) (Li et al. 2020, §3): reference values, the closed form,
+monotonicity in a, and helpers."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from linrec.eval.simulate import simulate_sampled_ranks
 
 N_ML1M = 3706
 KS = np.array([1, 2, 5, 10, 20, 50, 100])
-# spec §4.3 reference table, N = 3706, n = 100
+# Li et al. 2020, eqs. 14–17 reference table, N = 3706, n = 100
 TABLE = {
     "linear": [1.000, 38.424, 150.697, 337.818, 712.061, 1834.788, 3706],
     "bound": [19, 56, 168, 356, 730, 1853, 3706],
@@ -62,7 +63,8 @@ def test_v9_more_reference_values() -> None:
 
 
 def test_v9_discretised_beta_self_consistency() -> None:
-    """§4.3 table with the §0.0 erratum: W_R ∝ max(θ_R, 1/(N-1))^(a-1), a = 0.5, n = 100."""
+    """Li et al. 2020, eqs. 14–17 table with the docs/concepts/sampled.md erratum: W_R ∝ max(θ_R,
+    1/(N-1))^(a-1), a = 0.5, n = 100."""
     n_items, a = N_ML1M, 0.5
     theta = np.arange(n_items) / (n_items - 1)
     w = np.maximum(theta, 1 / (n_items - 1)) ** (a - 1)
@@ -78,7 +80,8 @@ def test_v9_discretised_beta_self_consistency() -> None:
 
 
 def _recurrence_direct(n_items: int, sample_size: int, a: float) -> np.ndarray:
-    """Eqs 16–17 of spec §4.3 in linear space (moderate n only), as an independent oracle."""
+    """Eqs 16–17 of Li et al. 2020, eqs. 14–17 in linear space (moderate n only), as an independent
+    oracle."""
     f = np.empty(sample_size)
     f[0] = (n_items - 1) * (a * np.exp(betaln(a, sample_size))) ** (1 / a) + 1
     for k in range(1, sample_size):
@@ -103,7 +106,7 @@ def test_v10_beta_properties() -> None:
                                    k * (n_items - 1) / sample_size + 1, rtol=0, atol=1e-9)
         np.testing.assert_allclose(log_space_near_one, k * (n_items - 1) / sample_size + 1,
                                    rtol=1e-9)
-        # monotone in a (float noise at k = n allowed, spec §4.3 property 4)
+        # monotone in a (float noise at k = n allowed, Li et al. 2020, eqs. 14–17 property 4)
         grid = np.linspace(0.05, 1.5, 30)
         values = np.stack([beta_mapping(n_items, sample_size, a) for a in grid])
         assert np.all(np.diff(values[:, :-1], axis=0) > 0)
@@ -111,7 +114,7 @@ def test_v10_beta_properties() -> None:
 
 
 def test_beta_one_at_n1000_equals_n100() -> None:
-    """§4.8 cross-check: f(10k; 1 | n = 1000) = f(k; 1 | n = 100)."""
+    """Li et al. 2020, §3 cross-check: f(10k; 1 | n = 1000) = f(k; 1 | n = 100)."""
     f100 = beta_mapping(N_ML1M, 100, 1.0)
     f1000 = beta_mapping(N_ML1M, 1000, 1.0)
     np.testing.assert_allclose(f1000[10 * np.arange(1, 101) - 1], f100, rtol=0, atol=1e-9)
@@ -142,8 +145,9 @@ def _synthetic_beta_ranks(a0: float, seed: int, n_users: int = 6040) -> np.ndarr
 
 @pytest.mark.parametrize(("a0", "fitted"), [(0.3, 0.403), (0.5, 0.568), (1.0, 1.056)])
 def test_v17_beta_p_bias_and_convergence(a0: float, fitted: float) -> None:
-    """§4.4: converges in <= 5 iterations; biased upward (0.3 -> 0.403, 0.5 -> 0.568, 1 -> 1.056),
-    each spec value one draw with sd ≈ a/sqrt(M): compare the mean of 4 seeds at ±0.02."""
+    """Li et al. 2020, eq. 19: converges in <= 5 iterations; biased upward (0.3 -> 0.403, 0.5 ->
+    0.568, 1 -> 1.056), each published value one draw with sd ≈ a/sqrt(M): compare the mean of 4
+    seeds at ±0.02."""
     values = []
     for seed in range(4):
         sampled = _synthetic_beta_ranks(a0, seed)
@@ -209,7 +213,8 @@ def test_aligned_curves_and_errors_brute_force() -> None:
 
 
 def test_half_integer_floor_rule() -> None:
-    """f(10; 1) = 371.5 exactly for N = 3706, n = 100: HR reads location 371 (spec §4)."""
+    """f(10; 1) = 371.5 exactly for N = 3706, n = 100: HR reads location 371 (Li et al. 2020,
+    §3)."""
     f = beta_mapping(N_ML1M, 100, 1.0)
     out = aligned_curves(np.array([1, 2]), f, global_ranks=np.array([371, 372]))
     assert out.locations[9] == 371

@@ -1,7 +1,7 @@
-"""The MSE-optimised "multinomial" estimator MN (spec/evaluation.md §7, §14.1 V11, V13): its
+"""The MSE-optimised "multinomial" estimator MN (Li et al. 2023, §3; docs/concepts/sampled.md): its
 closed form is the BFGS minimiser, its Hessian is PSD with the ones vector in its null space, it
-approaches LS as the number of targets grows, and with the prior variance weight it is BV with
-γ = 1/M."""
+approaches LS as the number of targets grows, and with the prior variance weight it is BV
+with γ = 1/M."""
 
 from __future__ import annotations
 
@@ -44,8 +44,9 @@ def test_v13_mn_hessian_psd_and_ones_null_space(small):
 
 
 def test_mn_approaches_ls_as_targets_grow(small):
-    # spec §7.6: as M → ∞ the MN regularisation vanishes and its bias term L1 falls to the LS
-    # minimum (the LS minimiser itself is ill-posed, spec §5.3, so compare objective values)
+    # Li et al. 2023, §3: as M → ∞ the MN regularisation vanishes and its bias term L1 falls to the
+    # LS minimum (the LS minimiser itself is ill-posed, Krichene & Rendle 2020, so compare objective
+    # values)
     _, _, prior, cond = small
     target = metric_target("ndcg", 30)
     weighted = np.sqrt(prior)[:, None] * cond

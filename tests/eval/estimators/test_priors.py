@@ -1,5 +1,5 @@
-"""The prior P(R) that BV and MN plug in (spec/evaluation.md §5.5, §7.3): a given array, the
-MLE of the same run, and the MLE pooled over several runs."""
+"""The prior P(R) that BV and MN plug in (Li et al. 2023, eq. 15; eqs. 10–11): a
+given array, the MLE of the same run, and the MLE pooled over several runs."""
 
 from __future__ import annotations
 

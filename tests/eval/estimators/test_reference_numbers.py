@@ -4,7 +4,7 @@
 Setup (the protocol of Li et al., "Towards Reliable Item Sampling for Recommendation
 Evaluation", AAAI 2023, on synthetic ranks): N = 10 000 items, M = 20 000 targets whose global
 ranks are drawn from P(R) ∝ R^-0.9 (seed 1), n = 100 with replacement; the average relative
-error (%) over K = 1..50 of Recall, NDCG and AP. REFERENCE holds the means of 10 repeats of an
+error (%) over K = 1..50 of Recall, NDCG and AP. REFERENCE_FIXED holds the means of 10 repeats of an
 implementation written apart from linrec's; they are not published numbers.
 
 Levels are checked at ±8 % (3 repeats here: the repeat-to-repeat spread is at most 7 % of a
@@ -27,7 +27,7 @@ N_ITEMS, N_TARGETS, SAMPLE_SIZE, REPEATS = 10_000, 20_000, 100, 3
 METRICS = ("recall", "ndcg", "ap")
 
 #: reference means (Recall, NDCG, AP) of the average relative error in %, 10 repeats
-SPEC_FIXED = {
+REFERENCE_FIXED = {
     "naive": (198.47, 277.73, 333.10),
     "bv": (25.55, 49.69, 65.36),
     "mle": (11.32, 28.50, 42.97),
@@ -37,9 +37,9 @@ SPEC_FIXED = {
     "bv_mes": (10.36, 26.82, 40.81),
     "mn_mes": (11.42, 28.82, 43.31),
 }
-SPEC_SMALL = {"mn_oracle": (0.84, 1.15, 1.35), "adaptive_mle": (1.00, 0.99, 1.77)}
+REFERENCE_SMALL = {"mn_oracle": (0.84, 1.15, 1.35), "adaptive_mle": (1.00, 0.99, 1.77)}
 #: MES under other scalings, Recall@1..50 error of the first repeat: (fit_scale, η) -> %
-SPEC_MES_VARIANTS = {("n", 0.01): 11.8, ("M", 0.001): 6.0, ("n", 1e-4): 4.5}
+REFERENCE_MES_VARIANTS = {("n", 0.01): 11.8, ("M", 0.001): 6.0, ("n", 1e-4): 4.5}
 
 
 def _adaptive_oracle(global_ranks, rng, n0=100, n_max=3200):
@@ -61,7 +61,7 @@ def benchmark_errors():
     global_ranks = rng.choice(N_ITEMS, size=N_TARGETS, p=p_true / p_true.sum()) + 1
     empirical = np.bincount(global_ranks - 1, minlength=N_ITEMS) / N_TARGETS
     truth = {m: curve(empirical, m, 50) for m in METRICS}
-    errors = {name: [] for name in (*SPEC_FIXED, *SPEC_SMALL)}
+    errors = {name: [] for name in (*REFERENCE_FIXED, *REFERENCE_SMALL)}
     sizes_seen = []
     for repeat in range(REPEATS):
         sampled = rng.binomial(SAMPLE_SIZE - 1, (global_ranks - 1) / (N_ITEMS - 1)) + 1
@@ -71,7 +71,7 @@ def benchmark_errors():
                 key: average_relative_error(
                     estimate("mes", sampled, fit_scale=key[0], entropy_weight=key[1],
                              solver="dual", **fixed).curve("recall", 50), truth["recall"])
-                for key in SPEC_MES_VARIANTS
+                for key in REFERENCE_MES_VARIANTS
             }
         results = {
             "naive": estimate("naive", sampled, **fixed),
@@ -98,10 +98,10 @@ def benchmark_errors():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(SPEC_FIXED))
+@pytest.mark.parametrize("name", list(REFERENCE_FIXED))
 def test_fixed_size_rows_within_8_percent(benchmark_errors, name):
     errors, _, _ = benchmark_errors
-    np.testing.assert_allclose(errors[name], SPEC_FIXED[name], rtol=0.08)
+    np.testing.assert_allclose(errors[name], REFERENCE_FIXED[name], rtol=0.08)
 
 
 #: the estimators whose errors lie within 15 % of each other
@@ -113,15 +113,15 @@ CLOSE = ("bv_mle", "bv_mes", "mn_mle", "mle", "mn_mes", "mes")
 def test_the_close_estimators_come_in_the_reference_order(benchmark_errors, metric):
     errors, _, _ = benchmark_errors
     ours = sorted(CLOSE, key=lambda name: errors[name][metric])
-    assert ours == sorted(CLOSE, key=lambda name: SPEC_FIXED[name][metric])
+    assert ours == sorted(CLOSE, key=lambda name: REFERENCE_FIXED[name][metric])
 
 
 @pytest.mark.slow
 def test_adaptive_and_oracle_rows_by_magnitude_and_order(benchmark_errors):
     errors, mean_size, _ = benchmark_errors
     assert 650 < mean_size < 760  # the reference's average sample size: 707
-    best_fixed = np.min([errors[name] for name in SPEC_FIXED], axis=0)
-    for name, spec in SPEC_SMALL.items():
+    best_fixed = np.min([errors[name] for name in REFERENCE_FIXED], axis=0)
+    for name, spec in REFERENCE_SMALL.items():
         # about 1 %: within a factor 2 either way, and ≥ 4× better than every fixed-n = 100
         # estimator
         assert np.all(errors[name] < 2 * np.asarray(spec)), (name, errors[name])
@@ -143,5 +143,5 @@ def test_mes_under_other_scalings(benchmark_errors):
     # one repeat, as in the reference; the spread across repeats is large for the small-η variants
     # (about 6–22 % for the paper-literal scaling), so only the seeded first repeat is compared
     _, _, mes_variants = benchmark_errors
-    for key, spec in SPEC_MES_VARIANTS.items():
-        assert mes_variants[key] == pytest.approx(spec, rel=0.20), key
+    for key, reference in REFERENCE_MES_VARIANTS.items():
+        assert mes_variants[key] == pytest.approx(reference, rel=0.20), key

@@ -1,4 +1,4 @@
-"""EstimateResult, the common output of every estimator (spec/evaluation.md §13): its metadata
+"""EstimateResult, the common output of every estimator (docs/concepts/sampled.md): its metadata
 (name, sizes, scheme, prior, parameters, EM iterations and solver)."""
 
 from __future__ import annotations
