@@ -17,7 +17,7 @@ BASE = ("linrec.errors", "linrec.params", "linrec.atomic", "linrec.hardware", "l
 #: the layers, top to bottom: a module imports modules of its own layer or of lower ones (the
 #: longest prefix names a module's layer: linrec.studies.configs is a config, not a study)
 LAYERS = (
-    ("command line", ("linrec.cli",)),
+    ("command line and reference", ("linrec.cli", "linrec.reference")),
     ("run", ("linrec.experiment",)),
     ("studies", ("linrec.studies",)),
     ("report", ("linrec.report", "linrec.recommend")),
