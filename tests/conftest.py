@@ -6,9 +6,11 @@ $LINREC_DATA. A test that runs a command in a subprocess is marked `slow` here, 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -55,14 +57,29 @@ def run_command(cwd: Path, *args: str, command: str = "linrec", prelude: str = "
     if not wait:
         return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
+    started = time.time()
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
+    check_new_records(Path(cwd), since=started)
+    return done
+
+
+def check_new_records(root: Path, since: float) -> None:
+    """Every results.json written below `root` after `since` matches the documented schema
+    (linrec.results_schema), so that the reference cannot drift from what runs write."""
+    from linrec.results_schema import schema_problems
+
+    for path in root.rglob("results.json"):
+        if path.stat().st_mtime >= since:
+            problems = schema_problems(json.loads(path.read_text()))
+            assert not problems, f"{path} does not match the results.json schema:\n" + \
+                "\n".join(problems)
 
 
 #: names whose use means a test starts a process (a command, pip, a child interpreter)
 _PROCESS_NAMES = frozenset({"run_command", "run_linrec", "linrec", "subprocess", "cli_run"})
 #: fixtures that run commands to build what their tests read
-_COMMAND_FIXTURES = frozenset({"comparison", "studies", "saved_run"})
+_COMMAND_FIXTURES = frozenset({"comparison", "studies", "saved_run", "page_outcomes"})
 
 
 def _names_used(code: types.CodeType) -> set[str]:
