@@ -47,6 +47,7 @@ NOT_RUN_HERE = {
     ".venv/bin/python .ci/versions.py": "regenerates CI's version lock (CI runs its check)",
     "python experiments/same_numbers.py": "compares two git revisions; tests/test_same_numbers.py "
                                           "runs it",
+    ".venv/bin/python -m sphinx": "builds this documentation; tests/test_docs.py builds it",
     ".venv/bin/sphinx-build": "builds this documentation; tests/test_docs.py builds it",
     "sphinx-build": "builds this documentation; tests/test_docs.py builds it",
 }
