@@ -49,7 +49,7 @@ def test_the_config_reference_lists_every_group_option():
 
 
 #: what would point outside the repository: the development specs and papers
-_OUTSIDE = re.compile(r"\.\./shared|shared/(spec|seeds|data)|\bspec(/\w+\.md)?\s*§|"
+_OUTSIDE = re.compile(r"\.\./shared|/work/shared|shared/(spec|seeds)/|\bspec(/\w+\.md)?\s*§|"
                       r"spec/\w+\.md|\bseeds/")
 
 
