@@ -64,7 +64,7 @@ def test_shape_is_kept_and_scalar_works() -> None:
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_v4_auc_unbiased(scheme: str) -> None:
+def test_auc_unbiased(scheme: str) -> None:
     """E[AUC_n(r)] = AUC_N(R) = (N - R)/(N - 1), exactly (Rendle 2019, eq. 19)."""
     rng = np.random.default_rng(4)
     for _ in range(20):
@@ -76,7 +76,7 @@ def test_v4_auc_unbiased(scheme: str) -> None:
         assert np.max(np.abs(got - exact)) < 1e-12, (n_items, sample_size)
 
 
-def test_v5_ap_closed_form() -> None:
+def test_ap_closed_form() -> None:
     """E[1/r] = [1 - (1-θ)^(m+1)] / [θ (m+1)], θ = (R-1)/(N-1) (Rendle 2019, eq. 19, with (N-1))."""
     rng = np.random.default_rng(5)
     for _ in range(20):
@@ -110,7 +110,7 @@ def test_recall_closed_form(scheme: str) -> None:
 
 
 @pytest.mark.parametrize("metric", ["auc", "ap", "ndcg", "recall", "precision"])
-def test_v6_single_sample_is_linear_in_rank(metric: str) -> None:
+def test_single_sample_is_linear_in_rank(metric: str) -> None:
     """m = 1: E[M(r)] = R (M(2) - M(1))/(N-1) + (N M(1) - M(2))/(N-1), linear (Rendle 2019, eq.
     19)."""
     n_items = 1000
@@ -175,7 +175,7 @@ def test_sampled_hr_moments() -> None:
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_v8_sampling_theorem(scheme: str) -> None:
+def test_sampling_theorem(scheme: str) -> None:
     """Thm 2.1: HR_1@K >= HR_2@K for all K => E[SHR_1@k] >= E[SHR_2@k] for all k (1000 pairs)."""
     rng = np.random.default_rng(81)
     violations = 0

@@ -65,7 +65,7 @@ def _exact_metric(ranks: np.ndarray, metric: str, k: int | None) -> float:
 
 
 @pytest.mark.parametrize("algo", sorted(ALGOS))
-def test_v1_exact_table(algo: str) -> None:
+def test_exact_table(algo: str) -> None:
     ranks = np.array(ALGOS[algo])
     values = [_exact_metric(ranks, m, k) for m, k in METRICS]
     np.testing.assert_allclose(values, EXACT_PRINTED[algo], atol=5e-4 + 1e-12)
@@ -76,7 +76,7 @@ def test_v1_exact_table(algo: str) -> None:
 
 
 @pytest.mark.parametrize("algo", sorted(ALGOS))
-def test_v2_expected_sampled_metrics(algo: str) -> None:
+def test_expected_sampled_metrics(algo: str) -> None:
     ranks = np.array(ALGOS[algo])
     for (metric, k), want, want_sd in zip(METRICS, EXPECTED[algo], EXPECTED_SD[algo],
                                           strict=True):
@@ -87,7 +87,7 @@ def test_v2_expected_sampled_metrics(algo: str) -> None:
         assert abs(sd - want_sd) <= 5e-5 + 1e-12, (metric, sd, want_sd)
 
 
-def test_v2_hypergeometric_values() -> None:
+def test_hypergeometric_values() -> None:
     """Rendle 2019, the running example: without replacement A AP 0.6358, A NDCG 0.7284, C R@10
     0.5695."""
     n = N_SAMPLED + 1
@@ -122,7 +122,7 @@ def _check_monte_carlo(algo: str, per_run: list[np.ndarray]) -> None:
 
 
 @pytest.mark.parametrize("algo", sorted(ALGOS))
-def test_v3_monte_carlo_simulated(algo: str) -> None:
+def test_monte_carlo_simulated(algo: str) -> None:
     rng = np.random.default_rng(20191205)
     ranks = np.tile(np.array(ALGOS[algo]), (1000, 1))
     sampled = simulate_sampled_ranks(ranks, N_ITEMS, N_SAMPLED + 1, replace=True, rng=rng)
@@ -130,7 +130,7 @@ def test_v3_monte_carlo_simulated(algo: str) -> None:
 
 
 @pytest.mark.parametrize("algo", sorted(ALGOS))
-def test_v3_monte_carlo_real_item_sampling(algo: str) -> None:
+def test_monte_carlo_real_item_sampling(algo: str) -> None:
     """The same Monte Carlo with real sampled items ranked by scores (one catalogue of 10,000
     items ordered by score; instance i's target is the item at global rank R_i)."""
     ranks = np.array(ALGOS[algo])
@@ -155,7 +155,7 @@ ORDERS = {
 
 
 @pytest.mark.parametrize("m", sorted(ORDERS))
-def test_v7_order_vs_sample_size(m: int) -> None:
+def test_order_vs_sample_size(m: int) -> None:
     for metric, want in ORDERS[m].items():
         k = 10 if metric == "recall" else None
         values = {a: expected_sampled_metric(r, N_ITEMS, m + 1, metric, k).mean()

@@ -34,7 +34,7 @@ from linrec.eval.significance import (
 )
 
 
-def test_v16_reference_numbers() -> None:
+def test_reference_numbers() -> None:
     """Li 2023, §2.7.1–2.7.2, computed from the formulas: 1067.1, 9604.0 (one model), 2134, 19208
     (two), z = 1.96."""
     assert sample_size_proportion(0.03, z=1.96) == pytest.approx(1067.11, abs=0.01)

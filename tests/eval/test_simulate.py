@@ -79,7 +79,7 @@ def _nested_pmf(global_rank: int, n_items: int, levels: np.ndarray, replace: boo
 
 
 @pytest.mark.parametrize("replace", [True, False])
-def test_v15_adaptive_matches_nested_likelihood(replace: bool) -> None:
+def test_adaptive_matches_nested_likelihood(replace: bool) -> None:
     n_items, global_rank, runs = 2000, 40, 200_000
     sample = simulate_adaptive_ranks(np.full(runs, global_rank), n_items,
                                      np.random.default_rng(15), n0=10, n_max=160, replace=replace)
@@ -98,7 +98,7 @@ def test_v15_adaptive_matches_nested_likelihood(replace: bool) -> None:
             pytest.approx(0.1369, abs=4e-3)
 
 
-def test_v15_em_posterior_same_under_both_likelihoods() -> None:
+def test_em_posterior_same_under_both_likelihoods() -> None:
     """The paper likelihood Bin(r-1; n_u-1, θ) and the nested one differ by a factor free of R,
     so EM posteriors over R agree (Li et al. 2023, eq. 12)."""
     n_items, levels = 500, np.array([10, 20, 40, 80])

@@ -46,7 +46,7 @@ def test_adaptive_em_equals_per_user_em(adaptive_sample):
     assert result.params["mean_sample_size"] == pytest.approx(sizes.mean())
 
 
-def test_v15_adaptive_posterior_equal_under_both_likelihoods(adaptive_sample):
+def test_adaptive_posterior_equal_under_both_likelihoods(adaptive_sample):
     sampled, sizes = adaptive_sample
     paper = estimate("adaptive_mle", sampled, n_items=2000, sample_size=sizes)
     nested = estimate("adaptive_mle", sampled, n_items=2000, sample_size=sizes,

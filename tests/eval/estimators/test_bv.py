@@ -14,7 +14,7 @@ from tests.eval.estimators.conftest import N_ITEMS, SAMPLE_SIZE, bfgs, metric_ta
 
 
 @pytest.mark.parametrize("metric,k", [("recall", 10), ("ndcg", 25)])
-def test_v11_bv_closed_form_is_bfgs_minimiser(small, metric, k):
+def test_bv_closed_form_is_bfgs_minimiser(small, metric, k):
     sampled, hist, prior, cond = small
     gamma = 0.05
     target = metric_target(metric, k)
@@ -34,7 +34,7 @@ def test_v11_bv_closed_form_is_bfgs_minimiser(small, metric, k):
         x_bfgs, cond, prior, target, gamma) + 1e-12
 
 
-def test_v11_bv_literal_typo_weighting_is_not_the_minimiser(small):
+def test_bv_literal_typo_weighting_is_not_the_minimiser(small):
     # Li et al. 2023, eq. 15: the printed Ã = √(P(R)P(r|R)) gives a higher L_BV than the corrected
     # form
     _, _, prior, cond = small

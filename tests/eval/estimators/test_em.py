@@ -25,7 +25,7 @@ def test_mle_equals_per_user_em():
     assert result.iterations == 40 and result.params == {"init": "uniform", "tol": None}
 
 
-def test_v14_em_log_likelihood_non_decreasing_and_matches_definition():
+def test_em_log_likelihood_non_decreasing_and_matches_definition():
     _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 2000, seed=1)
     result = estimate("mle", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE, n_iter=200)
     trace = result.log_likelihood
@@ -36,7 +36,7 @@ def test_v14_em_log_likelihood_non_decreasing_and_matches_definition():
                                       abs=1e-12)
 
 
-def test_v14_moment_matching_at_convergence():
+def test_moment_matching_at_convergence():
     # Li 2023, §2.4: with M → ∞ (the histogram equals Aᵀπ_true) the implied P(r) fits P~; EM
     # converges sublinearly here (the MLE is a flat set, Li 2023, eqs. 28–33), so a small N and many
     # steps

@@ -28,7 +28,7 @@ from tests.eval.estimators.conftest import (
 
 @pytest.mark.parametrize("name", ["bv", "mn", "ls"])
 @pytest.mark.parametrize("metric", ["recall", "ndcg", "ap"])
-def test_v12_implied_distribution_identity(small, name, metric):
+def test_implied_distribution_identity(small, name, metric):
     sampled, hist, prior, cond = small
     result = estimate(name, sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE, prior=prior)
     for k in (1, 5, 20, 50):

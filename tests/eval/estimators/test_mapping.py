@@ -37,7 +37,7 @@ TABLE = {
 
 
 @pytest.mark.parametrize("kind", sorted(TABLE, key=str))
-def test_v9_reference_table(kind: str | float) -> None:
+def test_reference_table(kind: str | float) -> None:
     if kind == "linear":
         f = mapping_function("linear", N_ML1M, 100)
     elif kind == "bound":
@@ -47,7 +47,7 @@ def test_v9_reference_table(kind: str | float) -> None:
     np.testing.assert_allclose(f[KS - 1], TABLE[kind], atol=5e-4 + 1e-9)
 
 
-def test_v9_more_reference_values() -> None:
+def test_more_reference_values() -> None:
     assert beta_mapping(N_ML1M, 1000, 1.0)[9] == pytest.approx(38.05, abs=1e-9)
     assert beta_mapping(N_ML1M, 1000, 0.5)[9] == pytest.approx(37.145, abs=5e-4)
     ks = np.array([10, 20, 50, 100, 200, 500])
@@ -62,7 +62,7 @@ def test_v9_more_reference_values() -> None:
         assert beta_mapping(n_items, 100, 1.0)[0] == pytest.approx(one1, abs=0.05)
 
 
-def test_v9_discretised_beta_self_consistency() -> None:
+def test_discretised_beta_self_consistency() -> None:
     """Li et al. 2020, eqs. 14–17 table with the docs/concepts/sampled.md erratum: W_R ∝ max(θ_R,
     1/(N-1))^(a-1), a = 0.5, n = 100."""
     n_items, a = N_ML1M, 0.5
@@ -91,7 +91,7 @@ def _recurrence_direct(n_items: int, sample_size: int, a: float) -> np.ndarray:
     return f
 
 
-def test_v10_beta_properties() -> None:
+def test_beta_properties() -> None:
     for n_items, sample_size in ((N_ML1M, 100), (500, 40), (25815, 100)):
         for a in (0.1, 0.3, 0.5, 1.0, 2.0):
             f = beta_mapping(n_items, sample_size, a)
@@ -144,7 +144,7 @@ def _synthetic_beta_ranks(a0: float, seed: int, n_users: int = 6040) -> np.ndarr
 
 
 @pytest.mark.parametrize(("a0", "fitted"), [(0.3, 0.403), (0.5, 0.568), (1.0, 1.056)])
-def test_v17_beta_p_bias_and_convergence(a0: float, fitted: float) -> None:
+def test_beta_p_bias_and_convergence(a0: float, fitted: float) -> None:
     """Li et al. 2020, eq. 19: converges in <= 5 iterations; biased upward (0.3 -> 0.403, 0.5 ->
     0.568, 1 -> 1.056), each published value one draw with sd ≈ a/sqrt(M): compare the mean of 4
     seeds at ±0.02."""

@@ -22,7 +22,7 @@ from tests.eval.estimators.conftest import (
 
 
 @pytest.mark.parametrize("metric,k", [("recall", 10), ("ap", 30)])
-def test_v11_mn_closed_form_is_bfgs_minimiser(small, metric, k):
+def test_mn_closed_form_is_bfgs_minimiser(small, metric, k):
     sampled, hist, prior, cond = small
     target = metric_target(metric, k)
     x_bfgs = bfgs(lambda x: mn_objective(x, cond, prior, target, N_TARGETS), SAMPLE_SIZE)
@@ -36,7 +36,7 @@ def test_v11_mn_closed_form_is_bfgs_minimiser(small, metric, k):
     np.testing.assert_allclose(result.curve(metric, k)[-1], hist @ x_bfgs, atol=1e-6)
 
 
-def test_v13_mn_hessian_psd_and_ones_null_space(small):
+def test_mn_hessian_psd_and_ones_null_space(small):
     _, _, _, cond = small
     lam_minus_gram = np.diag(cond.sum(axis=0)) - cond.T @ cond
     assert np.linalg.eigvalsh(lam_minus_gram).min() >= -1e-12
