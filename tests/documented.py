@@ -9,8 +9,9 @@ one script.
 
 Real data files are replaced by small files in the same formats (`StandIns`), and the sizes by
 small ones: a copy of conf/ whose defaults are shrunk (`shrunk_conf`: fewer users, epochs,
-negatives, repeats) and, on the command line, the explicit values that would take long
-(`shrink_token`). Everything else of the command runs as written.
+negatives, repeats; no figures) and, on the command line, the explicit values that would take long
+(`shrink_token`); reports are drawn without figures (`--no-figures`), which the report tests
+draw. Everything else of the command runs as written.
 """
 
 from __future__ import annotations
@@ -470,6 +471,8 @@ def run_page(blocks: list[Block], workdir: Path, env: dict[str, str], stand_ins:
                 continue
             slurm = "hydra/launcher=submitit_slurm" in args
             prelude = SLURM_STAND_IN if slurm else ""
+            if program == "linrec-report" and "--no-figures" not in args:
+                args.append("--no-figures")  # as the shrunk conf's figures=false for runs
             if program == "linrec" and "-m" not in args and not any(
                     a.startswith(("hydra.run.dir=", "--")) for a in args):
                 args.append(f"hydra.run.dir=outputs/run_{len(outcomes)}")
