@@ -9,12 +9,15 @@ Per dataset (runs on different datasets or split protocols are never mixed in on
 - the comparison: per model the configuration best on validation, the reported split's metrics
   as mean ± std over seeds, the best value per column in bold, and paired tests against the
   baseline (paired t `*`, Wilcoxon `†`, Holm-corrected);
+- the differences: per model its mean per-user difference from the baseline with a percentile
+  bootstrap interval over the shared users (at confidence 1 − alpha);
 - figures (linrec.report.figures): the metric against K of each model's chosen configuration,
   heat maps of two-setting grids, training curves, and the sampled-estimator figures (metric
   and relative error against K, sampled-rank histogram) of each chosen configuration;
 - failed and half-written runs, listed with their errors.
 Written to <out>/report_<split>.{md,csv,html}, comparison_<split>.{md,csv,tex} and
-significance_<split>.csv (every Holm-adjusted p-value), figures in <out>/figures/ (PNG and PDF,
+significance_<split>.csv (every Holm-adjusted p-value), effects_<split>.csv (every difference
+with its interval), figures in <out>/figures/ (PNG and PDF,
 every name ending in the split). Every study found is appended with its own tables (Markdown;
 HTML tables; LaTeX in ablations_<split>.tex) and figures. The tidy CSV has one row per run
 directory.

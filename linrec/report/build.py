@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from linrec.errors import ConfigError
-from linrec.report._format import fmt_value, relative_run, short_param
+from linrec.report._format import fmt_value, format_number, relative_run, short_param
 from linrec.report.compare import (
+    BOOTSTRAP_RESAMPLES,
     MARKERS,
     add_significance,
     best_configurations,
@@ -102,6 +103,29 @@ def comparison_table(results: list, split: str, metrics: list[str], dataset: str
     return Table(title, columns, rows, notes)
 
 
+def _signed(value: float) -> str:
+    return ("+" if value >= 0 else "") + format_number(value)
+
+
+def effects_table(results: list, split: str, metrics: list[str], dataset: str, baseline: str,
+                  alpha: float) -> Table | None:
+    """Per model the mean per-user difference from the baseline, with its bootstrap interval
+    over the shared users; None when no model has one."""
+    tested = [r for r in results if r.effects]
+    if not tested:
+        return None
+    confidence = round(100 * (1 - alpha), 2)
+    columns = ["model", "users", *[f"Δ {m} ({split})" for m in metrics]]
+    rows = [[r.model, r.n_users, *[
+        f"{_signed(e.estimate)} [{_signed(e.low)}, {_signed(e.high)}]"
+        if (e := r.effects.get(m)) is not None else "" for m in metrics]] for r in tested]
+    notes = [f"Model minus {baseline}, the mean over the users both evaluated, with its "
+             f"{confidence:g} % percentile bootstrap interval over those users (the same users "
+             "resampled for both models). Unlike the tests, the intervals are not corrected "
+             "for the number of models compared."]
+    return Table(f"{dataset}: difference from {baseline}, {split} metrics", columns, rows, notes)
+
+
 def problems_table(runs: Runs) -> Table | None:
     """The failed and half-written runs with the first line of their error; None without."""
     bad = runs.not_complete
@@ -138,13 +162,15 @@ class _DatasetPart:
     """The report's part on one dataset and split protocol."""
 
     comparison: Table
+    effects: Table | None
     significance_rows: list[str]
+    effect_rows: list[str]
     markdown: str
     section: Section
 
 
 def _dataset_part(evaluated: Any, dataset: str, dirs: Sequence[Path], split: str,
-                  chosen: list[str], baseline: str, alpha: float,
+                  chosen: list[str], baseline: str, alpha: float, bootstrap: int,
                   figures_dir: Path | None) -> _DatasetPart:
     """The comparison (best configuration per model, significance against the baseline), the
     every-run table and the figures of the runs of one dataset that evaluated `split`."""
@@ -163,32 +189,41 @@ def _dataset_part(evaluated: Any, dataset: str, dirs: Sequence[Path], split: str
             baseline = chosen_base.model
         else:
             baseline = f"{model} [{', '.join(f'{k}={v}' for k, v in settings.items())}]"
-    note = add_significance(results, baseline, split, shown) if len(results) > 1 else \
-        "one model only: nothing to compare"
+    note = add_significance(results, baseline, split, shown, alpha, bootstrap) \
+        if len(results) > 1 else "one model only: nothing to compare"
     comparison = comparison_table(results, split, shown, dataset, baseline, alpha, note)
+    effects = effects_table(results, split, shown, dataset, baseline, alpha)
     significance = [_csv_row(dataset, r.model, baseline, metric, test, repr(p))
                     for r in results for metric, tests in r.pvalues.items()
                     for test, p in tests.items()]
+    effect_rows = [_csv_row(dataset, r.model, baseline, metric, repr(e.estimate), repr(e.low),
+                            repr(e.high), repr(e.confidence), str(r.n_users))
+                   for r in results for metric, e in r.effects.items()]
     figs = [] if figures_dir is None else \
         report_figures(evaluated, results, split, shown, figures_dir, dataset)
-    md = markdown(comparison) + "\n" + markdown(every_run) + "".join(
+    tables = [comparison] + ([effects] if effects else []) + [every_run]
+    md = "\n".join(markdown(t) for t in tables) + "".join(
         f"\n![{p.stem}](figures/{p.name})\n" for p in figs if p.suffix == ".png")
-    return _DatasetPart(comparison, significance, md,
-                        Section(dataset, [comparison, every_run], figs))
+    return _DatasetPart(comparison, effects, significance, effect_rows, md,
+                        Section(dataset, tables, figs))
 
 
 def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Path | None = None,
                  metrics: Sequence[str] | None = None, baseline: str = DEFAULT_BASELINE,
-                 alpha: float = 0.05, figures: bool = True) -> ReportFiles:
+                 alpha: float = 0.05, figures: bool = True,
+                 bootstrap: int = BOOTSTRAP_RESAMPLES) -> ReportFiles:
     """Read, compare and write (the package docstring). `metrics`: the metric columns of the
     tables (default DEFAULT_METRICS, those that were computed); the tidy CSV keeps every
-    column."""
+    column. `bootstrap`: resamples of the differences' intervals (0: no intervals)."""
     from linrec.atomic import write_text_atomic
 
     if split not in ("test", "valid"):
         raise ConfigError(f"--split={split!r} is not allowed; allowed: test, valid")
     if not 0 < alpha < 1:
         raise ConfigError(f"--alpha={alpha} is out of range; allowed: a number > 0 and < 1")
+    if bootstrap < 0:
+        raise ConfigError(f"--bootstrap={bootstrap} is out of range; allowed: 0 (no intervals) "
+                          "or a positive number of resamples")
     runs = read_runs(dirs, split)
     first = Path(dirs[0])
     out = Path(out) if out else (first.parent if first.is_file() else first)
@@ -199,7 +234,9 @@ def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Pat
                 f"{len(complete)} complete run(s), {len(runs.not_complete)} without results, "
                 f"below {', '.join(map(str, runs.dirs))}.\n"]
     comparisons: list[Table] = []
+    compared: list[Table] = []  # each comparison, then its differences from the baseline
     significance_rows = ["dataset,model,baseline,metric,test,p_holm"]
+    effect_rows = ["dataset,model,baseline,metric,difference,low,high,confidence,users"]
     sections: list[Section] = []
     files: list[Path] = []
     groups = list(complete.groupby("data_key", sort=True)) if not complete.empty else []
@@ -215,9 +252,11 @@ def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Pat
             md_parts.append(f"**{dataset}**: no run evaluated the {split} split.\n")
             continue
         part = _dataset_part(evaluated, dataset, runs.dirs, split, chosen, baseline, alpha,
-                             figures_dir if figures else None)
+                             bootstrap, figures_dir if figures else None)
         comparisons.append(part.comparison)
+        compared += [part.comparison] + ([part.effects] if part.effects else [])
         significance_rows += part.significance_rows
+        effect_rows += part.effect_rows
         md_parts.append(part.markdown)
         sections.append(part.section)
         files += part.section.figures
@@ -236,10 +275,11 @@ def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Pat
         f"report_{split}.md": md,
         f"report_{split}.csv": runs.frame.to_csv(index=False),
         f"report_{split}.html": html_page(f"linrec report: {split} split", sections),
-        f"comparison_{split}.md": "\n".join(markdown(t) for t in comparisons),
+        f"comparison_{split}.md": "\n".join(markdown(t) for t in compared),
         f"comparison_{split}.csv": "\n".join(csv_text(t) for t in comparisons),
-        f"comparison_{split}.tex": "\n".join(latex(t) for t in comparisons),
+        f"comparison_{split}.tex": "\n".join(latex(t) for t in compared),
         f"significance_{split}.csv": "\n".join(significance_rows) + "\n",
+        f"effects_{split}.csv": "\n".join(effect_rows) + "\n",
     }
     if studies:
         outputs[f"ablations_{split}.tex"] = "\n".join(

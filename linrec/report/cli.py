@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from linrec.report.build import DEFAULT_BASELINE, DEFAULT_METRICS, build_report
+from linrec.report.compare import BOOTSTRAP_RESAMPLES
 
 
 def main(argv: list[str] | None = None) -> int:
     """`linrec-report DIR... [--split test|valid] [--out DIR] [--metrics m@K,...]
-    [--baseline 'MODEL [setting=value ...]'] [--alpha 0.05] [--no-figures]`."""
+    [--baseline 'MODEL [setting=value ...]'] [--alpha 0.05] [--bootstrap 1000] [--no-figures]`."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -27,11 +28,15 @@ def main(argv: list[str] | None = None) -> int:
                              f"{DEFAULT_BASELINE}; with a loss: mf/ccl), its best configuration, "
                              "or one configuration of it: 'ease lam=100'")
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level")
+    parser.add_argument("--bootstrap", type=int, default=BOOTSTRAP_RESAMPLES,
+                        help="resamples of the bootstrap interval of each model's difference "
+                             "from the baseline (over users, at confidence 1 - alpha); 0: none")
     parser.add_argument("--no-figures", action="store_true", help="tables only")
     args = parser.parse_args(argv)
     metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
     report = build_report(args.dirs, split=args.split, out=args.out, metrics=metrics,
-                          baseline=args.baseline, alpha=args.alpha, figures=not args.no_figures)
+                          baseline=args.baseline, alpha=args.alpha, figures=not args.no_figures,
+                          bootstrap=args.bootstrap)
     print(report.markdown, end="")
     print(f"wrote {len(report.files)} files to {report.files[-1].parent} ({report.n_runs} runs"
           + (f", {report.n_problems} without results" if report.n_problems else "") + ")")

@@ -8,7 +8,9 @@ on test, e.g. the published LightGCN protocol) are flagged. Per-user values come
 ranks file (the exact evaluator's global ranks, through `linrec.eval.metrics.exact_metrics`),
 averaged over the configuration's seeds; a model and the baseline are compared on the users they
 share by the paired t-test and the Wilcoxon signed-rank test, each Holm-corrected over the models
-compared (per metric).
+compared (per metric). Beside the tests, the mean per-user difference from the baseline with
+its percentile bootstrap interval over the same users (at confidence 1 − alpha) says how large
+the difference is.
 """
 
 from __future__ import annotations
@@ -25,11 +27,19 @@ import numpy as np
 from linrec.errors import ConfigError
 from linrec.eval.metrics import exact_metrics, parse_metric_key
 from linrec.eval.ranks import RankTable
-from linrec.eval.significance import holm, paired_t, wilcoxon_signed_rank
+from linrec.eval.significance import (
+    Interval,
+    holm,
+    paired_bootstrap_ci,
+    paired_t,
+    wilcoxon_signed_rank,
+)
 from linrec.results import RANKS_FILE
 
 #: significance markers: (test, marker)
 MARKERS = (("paired_t", "*"), ("wilcoxon", "†"))
+#: bootstrap resamples of the paired difference's interval (the report's default)
+BOOTSTRAP_RESAMPLES = 1000
 
 
 @dataclass
@@ -47,6 +57,10 @@ class ModelResult:
     stds: dict[str, float]
     n_configurations: int
     pvalues: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: metric -> mean per-user difference from the baseline with its bootstrap interval
+    effects: dict[str, Interval] = field(default_factory=dict)
+    #: users the tests and intervals were computed on (those shared with the baseline)
+    n_users: int | None = None
     note: str | None = None
 
     def marks(self, metric: str, alpha: float) -> str:
@@ -157,9 +171,11 @@ def per_user_values(runs: Sequence[str], split: str, metrics: Sequence[str]
 
 
 def add_significance(results: list[ModelResult], baseline: str, split: str,
-                     metrics: Sequence[str]) -> str | None:
-    """Fill `pvalues` (Holm-adjusted) of every model against `baseline`; returns a note when
-    the tests could not be run (and why), else None."""
+                     metrics: Sequence[str], alpha: float = 0.05,
+                     bootstrap: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> str | None:
+    """Fill `pvalues` (Holm-adjusted) and, unless `bootstrap` is 0, `effects` (intervals at
+    confidence 1 − alpha from `bootstrap` resamples, seeded) of every model against `baseline`;
+    returns a note when the tests could not be run (and why), else None."""
     by_model = {r.model: r for r in results}
     if baseline not in by_model:
         return (f"no significance tests: the baseline {baseline!r} is not among the models "
@@ -178,9 +194,13 @@ def add_significance(results: list[ModelResult], baseline: str, split: str,
         if common.size < 2:
             result.note = "fewer than 2 users in common with the baseline: not tested"
             continue
+        result.n_users = int(common.size)
         for metric in metrics:
             x, y = values[1][metric][i_model], base[1][metric][i_base]
             keep = ~(np.isnan(x) | np.isnan(y))
+            if bootstrap and keep.sum() >= 2:
+                result.effects[metric] = paired_bootstrap_ci(
+                    x[keep], y[keep], confidence=1.0 - alpha, n_resamples=bootstrap, seed=seed)
             for test, fn in (("paired_t", paired_t), ("wilcoxon", wilcoxon_signed_rank)):
                 p = fn(x[keep], y[keep]).pvalue if keep.sum() >= 2 else float("nan")
                 raw.setdefault((metric, test), []).append((result, 1.0 if math.isnan(p) else p))

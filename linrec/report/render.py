@@ -102,7 +102,8 @@ def markdown(table: Table) -> str:
 _LATEX_ESCAPES = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
                   "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                   "\\": r"\textbackslash{}", "±": r"$\pm$", "†": r"$^{\dagger}$",
-                  "λ": r"$\lambda$", "τ": r"$\tau$", "<": r"$<$", ">": r"$>$"}
+                  "λ": r"$\lambda$", "τ": r"$\tau$", "Δ": r"$\Delta$", "−": r"$-$", "<": r"$<$",
+                  ">": r"$>$"}
 
 
 def latex_escape(text: str) -> str:

@@ -75,6 +75,7 @@ def csv_tables(text: str, titles: list[str]) -> Tables:
 def _tex_unescape(text: str) -> str:
     for tex, plain in ((r"\textasciitilde{}", "~"), (r"\textasciicircum{}", "^"),
                        (r"\textbackslash{}", "\\"), (r"$\lambda$", "λ"), (r"$\tau$", "τ"),
+                       (r"$\Delta$", "Δ"), (r"$-$", "−"),
                        (r"$<$", "<"), (r"$>$", ">"), (r"$^{\dagger}$", "†"), (r"$\pm$", "±")):
         text = text.replace(tex, plain)
     return re.sub(r"\\([&%$#_{}])", r"\1", text)

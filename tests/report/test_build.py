@@ -39,8 +39,9 @@ def test_every_number_of_every_table_is_the_runs(comparison):
     tables = check_report(comparison / "report", [comparison / "multirun"])
     titles = [t[0] for t in tables["md"]]
     assert titles == ["synthetic: best configuration per model (on valid), test metrics",
+                      "synthetic: difference from most_popular, test metrics",
                       "synthetic: every run, test metrics (selection: ndcg@100 on valid)"]
-    (_, columns, rows), _ = tables["md"]
+    (_, columns, rows), _, _ = tables["md"]
     assert [r[0].text for r in rows] == ["ease", "lrr", "most_popular"]
     assert columns[3:] == ["selection: ndcg@100 (valid)", "recall@20 (test)", "recall@50 (test)",
                            "ndcg@20 (test)", "ndcg@100 (test)", "recall_trunc@20 (test)",
@@ -98,6 +99,40 @@ def test_significance_equals_scipy_with_holm(comparison):
                 (got,) = [float(r["p_holm"]) for r in table if r["model"] == model
                           and r["metric"] == metric and r["test"] == test]
                 assert got == pytest.approx(adjusted[model], rel=1e-9, abs=1e-300)
+
+
+def test_differences_are_the_per_user_means_with_their_bootstrap_interval(comparison):
+    """effects_test.csv and the difference table: per model the mean over users of its
+    per-user value (averaged over the chosen seeds, from the ranks) minus most_popular's, and
+    the percentile interval of 1 000 resamples of the users (seed 0) written out here."""
+    records = _records(comparison)
+    rows = {r["model"]: r for r in _csv_rows(comparison / "report" / "comparison_test.csv")}
+    effects = _csv_rows(comparison / "report" / "effects_test.csv")
+    assert {(r["model"], r["baseline"]) for r in effects} == {("ease", "most_popular"),
+                                                               ("lrr", "most_popular")}
+
+    def per_user(model, metric):
+        runs = [d for d, r in records if r["model"] == model]
+        if model == "lrr":
+            setting = dict(kv.split("=") for kv in
+                           rows["lrr"]["configuration"].split(" (")[0].split(", "))
+            runs = [d for d, r in records if r["model"] == "lrr"
+                    and f"{r['config']['model']['lam']:g}" == setting["lam"]
+                    and str(r["config"]["model"]["rank"]) == setting["rank"]]
+        name, _, k = metric.partition("@")  # auc has no K
+        return np.mean([exact_metrics(RankTable.load_npz(run / "ranks.npz"), [int(k or 1)],
+                                      [name]).per_user[metric] for run in runs], axis=0)
+
+    table = (comparison / "report" / "comparison_test.md").read_text()
+    for row in effects:
+        diff = per_user(row["model"], row["metric"]) - per_user("most_popular", row["metric"])
+        draws = np.random.default_rng(0).integers(0, diff.size, (1000, diff.size))
+        low, high = np.quantile(diff[draws].mean(1), [0.025, 0.975])
+        assert float(row["difference"]) == pytest.approx(diff.mean(), rel=1e-12, abs=1e-15)
+        assert (float(row["low"]), float(row["high"])) == pytest.approx((low, high), rel=1e-12)
+        assert float(row["confidence"]) == 0.95 and int(row["users"]) == diff.size
+        shown = f"{diff.mean():+.4f} [{low:+.4f}, {high:+.4f}]"
+        assert shown in table, (row["model"], row["metric"], shown)
 
 
 def test_a_valid_report_writes_its_own_files(comparison, tmp_path):
@@ -206,7 +241,8 @@ def test_every_study_preset_through_the_commands_and_its_report(studies):
     written = _study_tables(studies)
     assert len(written) == 6
     study_md = [t for t in tables["md"] if not (": best configuration" in t[0]
-                                                 or ": every run" in t[0])]
+                                                 or ": every run" in t[0]
+                                                 or ": difference from " in t[0])]
     expected = [table for directory in sorted(written) for table in written[directory]]
     assert [(t, c, [[x.text for x in r] for r in rows]) for t, c, rows in study_md] == expected
     same_tables(study_md, [t for t in html_tables((out / "report_test.html").read_text())

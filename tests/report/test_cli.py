@@ -16,7 +16,7 @@ def test_the_command_writes_and_prints_the_report(tmp_path, capsys):
                  "--metrics", "ndcg@10", "--split", "test"]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith("# linrec report: test split")
-    assert f"wrote 7 files to {tmp_path / 'out'} (2 runs)" in printed
+    assert f"wrote 8 files to {tmp_path / 'out'} (2 runs)" in printed
     md = (tmp_path / "out" / "report_test.md").read_text()
     assert "| ease |  | 2 | 0.1750 | **0.3500** ± 0.0707 |" in md
     assert not (tmp_path / "out" / "figures").exists()

@@ -131,6 +131,30 @@ def test_significance_is_scipy_with_holm_over_the_models(tmp_path):
     assert results[0].pvalues == {}  # the baseline is not tested against itself
 
 
+def test_each_model_gets_its_difference_from_the_baseline_with_a_bootstrap_interval(tmp_path):
+    rng = np.random.default_rng(8)
+    users = list(range(60))
+    ranks = {"base": [[int(r)] for r in rng.integers(1, 30, 60)],
+             "good": [[int(r)] for r in rng.integers(1, 8, 60)]}
+    for name, per_user in ranks.items():
+        (tmp_path / name).mkdir()
+        _ranks(tmp_path / name / "ranks.npz", users, per_user)
+    results = [_result(name, [str(tmp_path / name)]) for name in ranks]
+    assert add_significance(results, "base", "test", ["recall@10"], alpha=0.1,
+                            bootstrap=500, seed=3) is None
+    effect = results[1].effects["recall@10"]
+    diff = _by_hand(ranks["good"], 10)[0] - _by_hand(ranks["base"], 10)[0]
+    # the same resampling written out: 500 draws of 60 users with replacement, seed 3
+    means = diff[np.random.default_rng(3).integers(0, 60, (500, 60))].mean(1)
+    assert (effect.estimate, effect.low, effect.high) == pytest.approx(
+        (diff.mean(), np.quantile(means, 0.05), np.quantile(means, 0.95)), rel=1e-12)
+    assert effect.confidence == pytest.approx(0.9) and results[1].n_users == 60
+    assert results[0].effects == {}
+    results = [_result(name, [str(tmp_path / name)]) for name in ranks]
+    add_significance(results, "base", "test", ["recall@10"], bootstrap=0)
+    assert results[1].effects == {} and results[1].pvalues  # the tests without intervals
+
+
 def test_significance_explains_why_it_was_not_run(tmp_path):
     results = [_result("a", [str(tmp_path)]), _result("b", [str(tmp_path)])]
     assert "baseline 'pop' is not among the models (a, b)" in add_significance(
