@@ -4,8 +4,8 @@ Confidence intervals of a proportion or a mean (with the finite-population corre
 drawn without replacement from a finite test set), textbook sample sizes, Hoeffding bounds,
 two-model tests (two-proportion z, two-sample t, and the paired tests that suit one set of users:
 paired t, McNemar, Wilcoxon signed-rank, sign test), the paired difference with its bootstrap
-interval over users, Bonferroni and Holm corrections, and the
-user-sampling estimate of a metric. Every test result records which test was used.
+interval over users, Bonferroni and Holm corrections, and the user-sampling estimate of a metric.
+Every test result records which test was used.
 """
 
 from __future__ import annotations

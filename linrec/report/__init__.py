@@ -17,10 +17,9 @@ Per dataset (runs on different datasets or split protocols are never mixed in on
 - failed and half-written runs, listed with their errors.
 Written to <out>/report_<split>.{md,csv,html}, comparison_<split>.{md,csv,tex} and
 significance_<split>.csv (every Holm-adjusted p-value), effects_<split>.csv (every difference
-with its interval), figures in <out>/figures/ (PNG and PDF,
-every name ending in the split). Every study found is appended with its own tables (Markdown;
-HTML tables; LaTeX in ablations_<split>.tex) and figures. The tidy CSV has one row per run
-directory.
+with its interval), figures in <out>/figures/ (PNG and PDF, every name ending in the split).
+Every study found is appended with its own tables (Markdown; HTML tables; LaTeX in
+ablations_<split>.tex) and figures. The tidy CSV has one row per run directory.
 """
 
 from linrec.report.build import DEFAULT_BASELINE, DEFAULT_METRICS, ReportFiles, build_report

@@ -182,6 +182,8 @@ def test_clear_errors():
         build_report(["."], split="train")
     with pytest.raises(ConfigError, match="--alpha=1.5 is out of range"):
         build_report(["."], alpha=1.5)
+    with pytest.raises(ConfigError, match="--bootstrap=-1 is out of range"):
+        build_report(["."], bootstrap=-1)
 
 
 def test_report_of_an_empty_directory_is_a_clear_error(tmp_path):
