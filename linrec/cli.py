@@ -192,11 +192,13 @@ def _task(cfg) -> float | None:
     single run then exits (2, or Hydra's traceback and 1), a sweep goes on with its next job and
     `main` lists the failures and exits 2 at the end. A SIGTERM or SIGINT marks the job FAILED
     and stops. In a sweep a complete job is skipped."""
+    import signal
+
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
     from omegaconf import OmegaConf
 
-    from linrec import sweeps
+    from linrec import interrupts, sweeps
     from linrec.experiment import run
     from linrec.params import check_bool
     from linrec.results import mark_failed
@@ -216,7 +218,7 @@ def _task(cfg) -> float | None:
         else:  # a run into a directory that held an older one never mixes the two
             sweeps.clear_outputs(run_dir)
         n_jobs = sweeps.parallel_jobs(hydra_cfg) if sweeping else 1
-        with sweeps.signals_raise(), sweeps.thread_budget(n_jobs):
+        with interrupts.signals_raise(), sweeps.thread_budget(n_jobs):
             return run(plain, run_dir=run_dir, overrides=list(hydra_cfg.overrides.task))
     except LinrecError as exc:
         mark_failed(run_dir, f"{type(exc).__name__}: {exc}")
@@ -224,14 +226,8 @@ def _task(cfg) -> float | None:
         if not sweeping:
             sys.exit(2)
         return None
-    except (sweeps.Interrupted, KeyboardInterrupt) as exc:
-        import signal
-
-        signum = getattr(exc, "signum", signal.SIGINT)
-        name = signal.Signals(signum).name
-        mark_failed(run_dir, f"interrupted by {name}")
-        print(f"linrec: {run_dir}: interrupted by {name}, marked FAILED", file=sys.stderr)
-        sys.exit(128 + signum)
+    except (interrupts.Interrupted, KeyboardInterrupt) as exc:
+        _interrupted(run_dir, getattr(exc, "signum", signal.SIGINT))
     except OSError as exc:  # a full disk, a permission: one line; the traceback in FAILED
         import traceback
 
@@ -244,6 +240,8 @@ def _task(cfg) -> float | None:
     except Exception as exc:  # an internal error: keep its traceback, still mark the run
         import traceback
 
+        if (interrupt := interrupts.interrupt_behind(exc)) is not None:
+            _interrupted(run_dir, interrupt.signum)  # a library turned the signal into its error
         trace = traceback.format_exc()
         mark_failed(run_dir, f"{type(exc).__name__}: {exc}\n\n{trace}")
         log.error("%s: internal error, marked FAILED:\n%s", run_dir, trace)
@@ -280,6 +278,18 @@ def os_error_text(exc: OSError) -> str:
     """'<path>: <cause>' of an operating-system error (the cause alone when it names no path)."""
     cause = exc.strerror or str(exc)
     return f"{exc.filename}: {cause}" if exc.filename else cause
+
+
+def _interrupted(run_dir: Path, signum: int) -> None:
+    """Mark the run stopped by signal `signum` FAILED and exit 128 + signum."""
+    import signal
+
+    from linrec.results import mark_failed
+
+    name = signal.Signals(signum).name
+    mark_failed(run_dir, f"interrupted by {name}")
+    print(f"linrec: {run_dir}: interrupted by {name}, marked FAILED", file=sys.stderr)
+    sys.exit(128 + signum)
 
 
 def _mark_failed_if_possible(run_dir: Path, message: str) -> None:

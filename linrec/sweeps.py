@@ -10,7 +10,7 @@
   what an earlier attempt left (results, ranks, model, figures, FAILED), so a directory never
   mixes two runs. `resume=false` re-runs every job.
 - Signals: SIGTERM (how SLURM ends a job at its time limit) and SIGINT mark the job FAILED and
-  stop; a SIGKILL leaves no results.json, so the job is re-run next time.
+  stop (linrec.interrupts); a SIGKILL leaves no results.json, so the job is re-run next time.
 - Failures: any error in a job marks it FAILED (a linrec error with its message, any other with
   its traceback) and the sweep goes on; after the sweep, every job that failed during it, and
   every job it started that left no results (a worker killed outright: out of memory, SIGKILL),
@@ -28,7 +28,6 @@ import json
 import logging
 import os
 import re
-import signal
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -244,39 +243,6 @@ def mark_abandoned(sweep_dir: Path, reason: str) -> list[Path]:
             os.utime(job / FAILED_FILE, (started, started))
             marked.append(job)
     return marked
-
-
-# ---------------------------------------------------------------------------------------------
-# signals
-
-
-class Interrupted(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt
-    """A job was stopped by a signal (SIGTERM or SIGINT)."""
-
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
-
-
-@contextlib.contextmanager
-def signals_raise() -> Iterator[None]:
-    """Within: SIGTERM and SIGINT raise Interrupted (the job's handler marks it failed); the
-    previous handlers are restored after. A no-op outside the main thread."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise Interrupted(signum)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -101,15 +101,6 @@ def test_unfinished_jobs_are_the_failed_and_the_killed_of_this_sweep(tmp_path):
     assert sweeps.unfinished_jobs(tmp_path / "missing", since) == []
 
 
-def test_signals_raise_interrupted_within_and_are_restored_after():
-    before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(sweeps.Interrupted) as info, sweeps.signals_raise():
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(5)
-    assert info.value.signum == signal.SIGTERM and "SIGTERM" in str(info.value)
-    assert signal.getsignal(signal.SIGTERM) is before
-
-
 def test_thread_budget_divides_the_cores(monkeypatch):
     from threadpoolctl import threadpool_info
 
@@ -241,7 +232,7 @@ def test_a_signal_marks_a_run_failed(tmp_path, signum):
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     name = signal.Signals(signum).name
-    assert proc.returncode == 128 + signum
+    assert proc.returncode == 128 + signum, err
     assert f"interrupted by {name}" in (tmp_path / "run" / "FAILED").read_text()
     assert not (tmp_path / "run" / "results.json").exists() and "marked FAILED" in err
 

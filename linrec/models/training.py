@@ -32,6 +32,7 @@ import torch
 from linrec.atomic import atomic_open
 from linrec.cache import cache_home
 from linrec.errors import ConfigError, NumericalError
+from linrec.interrupts import signals_deferred
 from linrec.models.configs import ResumableConfig
 
 log = logging.getLogger(__name__)
@@ -292,8 +293,8 @@ class EpochDriver:
                      stop_reason=self.stop_reason, params=self.trainer.parameters(),
                      schedule=self.schedule.state_dict(), history=self.history,
                      best_state=self.best_state, best_epoch=self.best_epoch)
-        with atomic_open(self.checkpoint, "wb", fsync=True) as fh:
-            torch.save(state, fh)
+        with signals_deferred(), atomic_open(self.checkpoint, "wb", fsync=True) as fh:
+            torch.save(state, fh)  # a signal waits: torch's writer would hide it in its error
 
     def _resume(self) -> int | None:
         """Load the checkpoint of this fit if there is one; the epoch it ends (None: none)."""
