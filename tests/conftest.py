@@ -6,6 +6,7 @@ $LINREC_DATA. A test that runs a command in a subprocess is marked `slow` here, 
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 import scipy.sparse as sp
 
 from linrec.data.splits import EvalSet
+from tests.forkserver import Finished, ForkServer
 
 
 def compose_config(*overrides: str):
@@ -43,23 +45,36 @@ COMMANDS = {
 }
 
 
+_server: ForkServer | None = None
+
+
+def fork_server() -> ForkServer:
+    """The session's preloaded interpreter (tests/forkserver.py), started on first use."""
+    global _server
+    if _server is None:
+        _server = ForkServer(dict(os.environ))
+        atexit.register(_server.close)
+    return _server
+
+
 def run_command(cwd: Path, *args: str, command: str = "linrec", prelude: str = "",
                 wait: bool = True, timeout: float = 600, env: dict[str, str] | None = None,
-                ) -> subprocess.CompletedProcess | subprocess.Popen:
-    """`command ARGS` in a fresh process in cwd, with its own cache under cwd, as a user runs
-    it (`prelude`: Python code run first, to inject a fault; `env`: extra variables).
-    wait=False: the running process (its own session, so that a signal reaches every child),
-    else the finished one; `timeout` only guards against a hang."""
+                ) -> Finished | subprocess.Popen:
+    """`command ARGS` as `python -c` in cwd, with its own cache under cwd, as a user runs it
+    (`prelude`: Python code run first, to inject a fault; `env`: extra variables).
+    wait=False: the running process, a fresh interpreter in its own session (so that a signal
+    reaches every child); else the finished one, forked from the preloaded interpreter;
+    `timeout` only guards against a hang."""
     Path(cwd).mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, LINREC_DATA=str(Path(cwd) / "cache"), HYDRA_FULL_ERROR="0",
                **(env or {}))
-    cmd = [sys.executable, "-c", prelude + COMMANDS[command], *args]
+    code = prelude + COMMANDS[command]
     if not wait:
-        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        return subprocess.Popen([sys.executable, "-c", code, *args], cwd=cwd, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
     started = time.time()
-    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    done = fork_server().run(code, list(args), Path(cwd), env, timeout)
     check_new_records(Path(cwd), since=started)
     return done
 

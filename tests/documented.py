@@ -11,7 +11,9 @@ Real data files are replaced by small files in the same formats (`StandIns`), an
 small ones: a copy of conf/ whose defaults are shrunk (`shrunk_conf`: fewer users, epochs,
 negatives, repeats; no figures) and, on the command line, the explicit values that would take long
 (`shrink_token`); reports are drawn without figures (`--no-figures`), which the report tests
-draw. Everything else of the command runs as written.
+draw. Everything else of the command runs as written, in a child forked from an interpreter that
+has already imported linrec's dependencies (tests/forkserver.py): the same `python -c` a user's
+command is, without the seconds of imports each one would repeat.
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -29,14 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.conftest import COMMANDS, check_new_records
+from tests.forkserver import ForkServer
+
 ROOT = Path(__file__).resolve().parents[1]
 #: the console scripts the documentation runs, as Python code
-PROGRAMS = {
-    "linrec": "from linrec.cli import main; main()",
-    "linrec-report": "import sys; from linrec.cli import report_main; sys.exit(report_main())",
-    "linrec-recommend": "import sys; from linrec.cli import recommend_main; "
-                        "sys.exit(recommend_main())",
-}
+PROGRAMS = COMMANDS
 #: documented commands the tests do not run here, by their first words, and why
 NOT_RUN_HERE = {
     "python3 -m venv": "the install: .ci/run runs the README's quick start from a clean checkout",
@@ -424,10 +422,9 @@ class Outcome:
 
 
 def run_page(blocks: list[Block], workdir: Path, env: dict[str, str], stand_ins: StandIns,
-             timeout: float = 900) -> list[Outcome]:
-    """Run a page's blocks in order in `workdir` (see the module docstring)."""
-    from tests.conftest import check_new_records
-
+             server: ForkServer, timeout: float = 900) -> list[Outcome]:
+    """Run a page's blocks in order in `workdir` (see the module docstring), each command in a
+    child of `server` (as a fresh `python -c`, without its seconds of imports)."""
     workdir.mkdir(parents=True, exist_ok=True)
     outcomes: list[Outcome] = []
     variables = {"USER": "tester", "HOME": str(workdir)}
@@ -440,8 +437,8 @@ def run_page(blocks: list[Block], workdir: Path, env: dict[str, str], stand_ins:
         script = workdir / f"page_{len(outcomes)}.py"
         script.write_text("\n\n".join(b.text for b in pending_python))
         started = time.time()
-        proc = subprocess.run([sys.executable, str(script)], cwd=workdir, env=run_env,
-                              capture_output=True, text=True, timeout=timeout)
+        proc = server.run(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')",
+                          [], workdir, run_env, timeout)
         check_new_records(workdir, since=started)
         outcomes.append(Outcome(pending_python[0].where, "(python blocks)", str(script),
                                 proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:]))
@@ -477,9 +474,8 @@ def run_page(blocks: list[Block], workdir: Path, env: dict[str, str], stand_ins:
                     a.startswith(("hydra.run.dir=", "--")) for a in args):
                 args.append(f"hydra.run.dir=outputs/run_{len(outcomes)}")
             started = time.time()
-            proc = subprocess.run([sys.executable, "-c", prelude + PROGRAMS[program], *args],
-                                  cwd=workdir, env=_with_srun(run_env, workdir) if slurm
-                                  else run_env, capture_output=True, text=True, timeout=timeout)
+            proc = server.run(prelude + PROGRAMS[program], args, workdir,
+                              _with_srun(run_env, workdir) if slurm else run_env, timeout)
             check_new_records(workdir, since=started)
             outcomes.append(Outcome(where, command.shown, shlex.join([program, *args]),
                                     proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:]))

@@ -5,6 +5,7 @@ or named, with its reason, as run elsewhere."""
 from __future__ import annotations
 
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from tests.documented import (
     shrink_token,
     shrunk_conf,
 )
+from tests.forkserver import ForkServer
 
 PAGES = documented_pages()
 
@@ -38,13 +40,22 @@ def page_outcomes(tmp_path_factory):
     for documented in StandIns.WRITERS:  # made up front: the pages run in parallel
         stand_ins.path_for(documented)
     env = environment(root / "cache", conf)
+    servers = threading.local()  # one preloaded interpreter per worker thread
+    started: list[ForkServer] = []
 
     def run(item):
         index, (path, blocks) = item
-        return path, run_page(blocks, root / f"page_{index}", env, stand_ins)
+        if not hasattr(servers, "server"):
+            servers.server = ForkServer(env)
+            started.append(servers.server)
+        return path, run_page(blocks, root / f"page_{index}", env, stand_ins, servers.server)
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(run, enumerate(PAGES.items())))
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            return dict(pool.map(run, enumerate(PAGES.items())))
+    finally:
+        for server in started:
+            server.close()
 
 
 @pytest.mark.parametrize("page", list(PAGES), ids=lambda p: str(p.relative_to(ROOT)))

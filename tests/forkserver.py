@@ -1,0 +1,148 @@
+"""Run commands as `python -c CODE ARGS` would, but forked from an interpreter that has already
+imported torch, numba, Hydra and linrec: each command then starts in a fraction of a second
+instead of the seconds those imports take (most of the time of the tests that run commands).
+
+A `ForkServer` is one such interpreter, running one command at a time: `run(code, args, cwd,
+env)` forks a child that takes `env` as its environment, `cwd` as its directory and
+`["-c", *args]` as its argv, runs `code` as `__main__` and exits as the interpreter would
+(threads' exit hooks and atexit handlers run, buffers are flushed; only the teardown of the
+modules is skipped); the caller gets the exit status and the child's stdout and stderr.
+Nothing is computed before the fork, so no thread pool (OpenMP, numba) exists yet to be lost in
+the child; a module that reads the environment at import reads the server's, which is the
+caller's base environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+#: what the server imports before it forks: every module of linrec (and so its dependencies),
+#: and the parts of torch that its first optimizer step imports (torch._dynamo: about a second)
+PRELOADED = ("linrec", "torch._dynamo", "torch.optim", "numba.np.npyimpl")
+
+SERVER = r'''
+import atexit, importlib, json, logging, os, signal, sys, threading, time, traceback
+import pkgutil
+for name in sys.argv[2:]:
+    module = importlib.import_module(name)
+    if name == "linrec":  # every module of the package
+        for found in pkgutil.walk_packages(module.__path__, "linrec."):
+            importlib.import_module(found.name)
+requests, replies = sys.stdin, os.fdopen(int(sys.argv[1]), "w")
+
+
+def child(request):
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(out, fd)
+        os.close(out)
+    replies.close()
+    try:
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.argv = ["-c", *request["args"]]
+        exec(compile(request["code"], "<string>", "exec"),
+             {"__name__": "__main__", "__builtins__": __builtins__})
+        status = 0
+    except SystemExit as stop:  # as the interpreter reads it
+        status = stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
+        if not isinstance(stop.code, (int, type(None))):
+            print(stop.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    threading._shutdown()  # the interpreter's exit (threads' exit hooks, then atexit), less
+    atexit._run_exitfuncs()  # the teardown of ~3 500 modules
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+for line in requests:
+    request = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        child(request)
+    deadline = time.time() + request["timeout"]
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.time() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            status = -1
+            break
+        time.sleep(0.01)
+    code = os.waitstatus_to_exitcode(status) if status != -1 else None
+    replies.write(json.dumps({"returncode": code}) + "\n")
+    replies.flush()
+'''
+
+
+@dataclass
+class Finished:
+    """What subprocess.run gives, for the fields the tests read."""
+
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class ForkServer:
+    """One preloaded interpreter (see the module docstring); `close()` ends it."""
+
+    def __init__(self, env: dict[str, str], modules: tuple[str, ...] = PRELOADED) -> None:
+        read, write = os.pipe()
+        self._outputs = Path(tempfile.mkdtemp(prefix="forkserver_"))
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", SERVER, str(write), *modules], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, text=True,
+            pass_fds=(write,))
+        os.close(write)
+        self._replies = os.fdopen(read)
+        self._lock = threading.Lock()  # one command at a time
+
+    def run(self, code: str, args: list[str], cwd: Path, env: dict[str, str],
+            timeout: float = 900) -> Finished:
+        """`python -c code *args` in `cwd` with environment `env`; a child past `timeout`
+        seconds is killed and raises TimeoutError."""
+        with self._lock:
+            return self._run(code, args, cwd, env, timeout)
+
+    def _run(self, code: str, args: list[str], cwd: Path, env: dict[str, str],
+             timeout: float) -> Finished:
+        stdout, stderr = self._outputs / "stdout", self._outputs / "stderr"
+        request = {"code": code, "args": list(args), "cwd": str(cwd), "env": dict(env),
+                   "stdout": str(stdout), "stderr": str(stderr), "timeout": timeout}
+        self._process.stdin.write(json.dumps(request) + "\n")
+        self._process.stdin.flush()
+        line = self._replies.readline()
+        if not line:
+            raise RuntimeError(f"the fork server stopped (exit {self._process.poll()})")
+        returncode = json.loads(line)["returncode"]
+        if returncode is None:
+            raise TimeoutError(f"python -c … {' '.join(args)} ran past {timeout} s")
+        return Finished(["-c", *args], returncode, stdout.read_text(errors="replace"),
+                        stderr.read_text(errors="replace"))
+
+    def close(self) -> None:
+        self._process.stdin.close()
+        self._process.wait(timeout=60)
+        self._replies.close()
+        for path in self._outputs.iterdir():
+            path.unlink()
+        self._outputs.rmdir()
