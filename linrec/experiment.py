@@ -39,7 +39,8 @@ def run(cfg: Any, run_dir: str | Path, overrides: Sequence[str] = ()) -> float |
                         model=config.model.name, report=report,
                         timings={"data": data_seconds, **timings}, config=config.to_dict(),
                         seed=config.seed, overrides=overrides, training=training_record(model))
-    path = write_run(run_dir, record, report, save_ranks=config.save_ranks, figures=config.figures,
+    path = write_run(run_dir, record, report, save_ranks=config.save_ranks,
+                     per_user=config.eval.save_per_user, figures=config.figures,
                      model=model if config.save_model else None)
     if not config.quiet:
         print(format_run_table(record))

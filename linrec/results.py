@@ -17,12 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from linrec.atomic import write_text_atomic
+from linrec.atomic import atomic_open, write_text_atomic
 from linrec.errors import DataError
 
 RESULTS_FILE = "results.json"
 FAILED_FILE = "FAILED"
 RANKS_FILE = "ranks.npz"
+#: a split's per-user metrics (eval.save_per_user)
+PER_USER_FILE = "per_user_{split}.parquet"
 STUDY_FILE = "study.json"
 
 
@@ -232,16 +234,20 @@ def run_record(*, dataset: Mapping[str, Any], model: str, report: Any,
 
 
 def write_run(run_dir: str | Path, record: Mapping[str, Any], report: Any, *,
-              save_ranks: bool = True, model: Any = None, figures: bool = True) -> Path:
-    """Write a run directory: ranks.npz (and ranks_<split>.npz), model.pkl when `model` is
-    given, the run's figures (`plots.run_figures`), then results.json last, so that a complete
-    results.json means a complete run; an earlier FAILED marker is removed."""
+              save_ranks: bool = True, per_user: bool = False, model: Any = None,
+              figures: bool = True) -> Path:
+    """Write a run directory: ranks.npz (and ranks_<split>.npz), per_user_<split>.parquet when
+    `per_user`, model.pkl when `model` is given, the run's figures (`plots.run_figures`), then
+    results.json last, so that a complete results.json means a complete run; an earlier FAILED
+    marker is removed."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    if save_ranks:
-        for split_name, split in report.splits.items():
+    for split_name, split in report.splits.items():
+        if save_ranks:
             name = RANKS_FILE if split_name == "test" else f"ranks_{split_name}.npz"
             split.rank_table.save_npz(run_dir / name)
+        if per_user:
+            write_per_user(run_dir / PER_USER_FILE.format(split=split_name), split)
     if model is not None:
         model.save(run_dir / "model.pkl")
     if figures:
@@ -251,6 +257,25 @@ def write_run(run_dir: str | Path, record: Mapping[str, Any], report: Any, *,
     path = write_json_atomic(run_dir / RESULTS_FILE, record)
     (run_dir / FAILED_FILE).unlink(missing_ok=True)
     return path
+
+
+def write_per_user(path: str | Path, split: Any) -> None:
+    """A split's per-user exact metrics as Parquet, a row per user and metric: user (int64, the
+    row id of the split's user vocabulary, as in ranks.npz), metric (string, "ndcg@20", "auc"),
+    value (float64); users ascending, metrics in the results' order. The mean of `value` over a
+    metric's rows is that metric in results.json."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    keys = list(split.per_user)
+    users = split.per_user_users()
+    values = np.column_stack([split.per_user[k] for k in keys]) if keys else np.empty((0, 0))
+    table = pa.table({"user": np.repeat(users, len(keys)).astype(np.int64),
+                      "metric": pa.array(np.tile(np.array(keys, dtype=object), len(users)),
+                                         pa.string()),
+                      "value": values.ravel().astype(np.float64)})
+    with atomic_open(path, "wb") as fh:
+        pq.write_table(table, fh)
 
 
 def read_results(path: str | Path) -> dict[str, Any]:

@@ -44,11 +44,11 @@ SWEEP_ROOT = "multirun"
 RUN_OUTPUTS = (RESULTS_FILE, STUDY_FILE, FAILED_FILE, "ranks.npz", "ranks_valid.npz",
                "model.pkl")
 STUDY_OUTPUTS = ("runs", "tables", "figures")
-#: patterns of the other files a run writes: its figures (linrec.plots.run_figures) and the
-#: top-K lists of linrec-recommend (linrec/recommend.py)
+#: patterns of the other files a run writes: its figures (linrec.plots.run_figures), its
+#: per-user metrics (eval.save_per_user) and the top-K lists of linrec-recommend
 RUN_PATTERNS = ("sampled_*.png", "sampled_*.pdf", "estimator_error_*.png",
                 "estimator_error_*.pdf", "training_curve.png", "training_curve.pdf",
-                "recommendations_*.tsv")
+                "recommendations_*.tsv", "per_user_*.parquet")
 _MAX_NAME = 96
 _UNSAFE = re.compile(r"[^A-Za-z0-9=,.+_@-]+")
 

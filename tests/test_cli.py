@@ -60,6 +60,54 @@ def test_default_run_writes_results_and_ranks(tmp_path):
     assert not (run_dir / "FAILED").exists()
 
 
+def test_per_user_metrics_are_written_as_parquet_on_request(tmp_path):
+    """eval.save_per_user=true: per_user_<split>.parquet, a row per user and metric; HR@K and
+    MRR@K of each user recomputed from ranks.npz (the best-ranked target's rank alone decides
+    both); each metric's mean is the one in results.json."""
+    import pyarrow.parquet as pq
+
+    proc = run_linrec(tmp_path, *SMALL, "eval.save_per_user=true", "eval.ks=[5,20]",
+                      "eval.metrics=[hr,mrr,ndcg,auc]", "eval.selection=ndcg@20")
+    assert proc.returncode == 0, proc.stderr
+    run_dir = tmp_path / "run"
+    record = json.loads((run_dir / "results.json").read_text())
+    for split, ranks_file in (("test", "ranks.npz"), ("valid", "ranks_valid.npz")):
+        table = pq.read_table(run_dir / f"per_user_{split}.parquet")
+        assert table.schema.names == ["user", "metric", "value"]
+        assert str(table.schema.field("user").type) == "int64"
+        rows = table.to_pylist()
+        values = {(r["user"], r["metric"]): r["value"] for r in rows}
+        assert len(values) == len(rows)  # one row per user and metric
+        ranks = np.load(run_dir / ranks_file)
+        best = {}
+        for user, rank in zip(ranks["user"].tolist(), ranks["rank"].tolist(), strict=True):
+            best[user] = min(rank, best.get(user, rank))
+        metrics = sorted(record["splits"][split]["exact"])
+        assert sorted({m for _, m in values}) == metrics
+        assert sorted({u for u, _ in values}) == sorted(best)
+        for user, rank in best.items():
+            for k in (5, 20):
+                assert values[(user, f"hr@{k}")] == float(rank <= k)
+                assert values[(user, f"mrr@{k}")] == pytest.approx(1 / rank if rank <= k else 0)
+        for metric in metrics:
+            mean = np.nanmean([v for (_, m), v in values.items() if m == metric])
+            assert mean == pytest.approx(record["splits"][split]["exact"][metric], rel=1e-12)
+    again = run_linrec(tmp_path, *SMALL)  # the same directory, without the option
+    assert again.returncode == 0, again.stderr
+    assert not list(run_dir.glob("*.parquet"))
+
+
+def test_per_user_metrics_without_pyarrow_name_the_extra(monkeypatch):
+    import sys as sys_
+
+    from linrec.errors import ConfigError
+    from linrec.eval import EvalConfig
+
+    monkeypatch.setitem(sys_.modules, "pyarrow.parquet", None)
+    with pytest.raises(ConfigError, match=r"eval.save_per_user=true .*linrec\[parquet\]"):
+        EvalConfig(save_per_user=True)
+
+
 def test_the_default_run_equals_an_independent_computation(tmp_path, monkeypatch):
     """EASE (the default model) in float64 on the run's own split: Steck's closed form with
     numpy's inverse and the metrics written out per user give every exact metric the run wrote,

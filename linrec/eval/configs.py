@@ -93,9 +93,17 @@ class EvalConfig(Params):
     memory_budget_mb: int = param(512, gt=0, doc="score matrix budget per batch")
     splits: tuple[str, ...] = param(("valid", "test"), choices=("valid", "test"),
                                     doc="splits to evaluate")
+    save_per_user: bool = param(False, doc="write per_user_<split>.parquet: a row per user and "
+                                           "exact metric (needs pyarrow: linrec[parquet])")
     sampled: SampledConfig = field(default_factory=SampledConfig)
 
     def check(self) -> None:
+        if self.save_per_user:
+            try:
+                import pyarrow.parquet  # noqa: F401
+            except ImportError as exc:
+                raise ConfigError("eval.save_per_user=true writes Parquet, which needs pyarrow: "
+                                  "pip install 'linrec[parquet]'") from exc
         if not self.ks:
             raise ConfigError("eval.ks is empty; give at least one cut-off K >= 1")
         if not self.metrics:

@@ -114,6 +114,12 @@ class SplitReport:
     timings: dict[str, float] = field(default_factory=dict)
     sampled: dict[str, SampledSetting] = field(default_factory=dict)
 
+    def per_user_users(self) -> np.ndarray:
+        """int64 (len(per_user_rows),): the user (row id of the split's user vocabulary, as in
+        ranks.npz) of each per-user value."""
+        rows, first = np.unique(self.rank_table.rows, return_index=True)
+        return self.rank_table.users[first[np.searchsorted(rows, self.per_user_rows)]]
+
     def to_json(self) -> dict[str, Any]:
         block: dict[str, Any] = {"n_users": self.n_users,
                                  "n_targets": int(self.rank_table.ranks.size),
