@@ -223,19 +223,34 @@ def paired_bootstrap_ci(x: np.ndarray, y: np.ndarray, confidence: float = 0.95,
     same users for both models, `n_resamples` times; [low, high] are the (1 − c)/2 and
     (1 + c)/2 quantiles of the resampled means. x, y: per-user values (n_users,) of one set of
     users, in the same order. Same `seed`, same interval."""
+    x, y = _paired(x, y)
+    return paired_bootstrap_cis(x[:, None], y[:, None], confidence, n_resamples, seed)[0]
+
+
+def paired_bootstrap_cis(x: np.ndarray, y: np.ndarray, confidence: float = 0.95,
+                         n_resamples: int = 2000, seed: int = 0) -> list[Interval]:
+    """`paired_bootstrap_ci` of every column of x, y (n_users, n_metrics): one draw of resampled
+    users serves every metric (drawing them is most of the cost), and each column's interval
+    is the one `paired_bootstrap_ci` gives for that column alone with the same seed."""
     _check_confidence(confidence)
     if n_resamples < 1:
         raise ConfigError(f"n_resamples={n_resamples} must be a positive integer")
-    x, y = _paired(x, y)
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if x.ndim != 2 or x.shape != y.shape or x.shape[0] < 2:
+        raise DataError(f"paired samples must be (n_users, n_metrics) arrays of one shape with "
+                        f"n_users >= 2; got {x.shape} and {y.shape}")
     diff = x - y
+    n_users = diff.shape[0]
     rng = np.random.default_rng(seed)
-    means = np.empty(n_resamples)
+    means = np.empty((n_resamples, diff.shape[1]))
     for start in range(0, n_resamples, _BOOTSTRAP_CHUNK):
         stop = min(start + _BOOTSTRAP_CHUNK, n_resamples)
-        means[start:stop] = diff[rng.integers(0, diff.size, (stop - start, diff.size))].mean(1)
-    low, high = np.quantile(means, [(1.0 - confidence) / 2, (1.0 + confidence) / 2])
-    return Interval(float(diff.mean()), float(low), float(high), confidence,
-                    "paired_bootstrap_percentile")
+        users = rng.integers(0, n_users, (stop - start, n_users))
+        for column in range(diff.shape[1]):
+            means[start:stop, column] = diff[:, column][users].mean(1)
+    bounds = np.quantile(means, [(1.0 - confidence) / 2, (1.0 + confidence) / 2], axis=0)
+    return [Interval(float(diff[:, j].mean()), float(bounds[0, j]), float(bounds[1, j]),
+                     confidence, "paired_bootstrap_percentile") for j in range(diff.shape[1])]
 
 
 def paired_t(x: np.ndarray, y: np.ndarray, alternative: str = "two-sided") -> TestResult:

@@ -30,7 +30,7 @@ from linrec.eval.ranks import RankTable
 from linrec.eval.significance import (
     Interval,
     holm,
-    paired_bootstrap_ci,
+    paired_bootstrap_cis,
     paired_t,
     wilcoxon_signed_rank,
 )
@@ -195,12 +195,12 @@ def add_significance(results: list[ModelResult], baseline: str, split: str,
             result.note = "fewer than 2 users in common with the baseline: not tested"
             continue
         result.n_users = int(common.size)
+        pairs = {m: (values[1][m][i_model], base[1][m][i_base]) for m in metrics}
+        if bootstrap:
+            result.effects.update(_bootstrap_effects(pairs, 1.0 - alpha, bootstrap, seed))
         for metric in metrics:
-            x, y = values[1][metric][i_model], base[1][metric][i_base]
+            x, y = pairs[metric]
             keep = ~(np.isnan(x) | np.isnan(y))
-            if bootstrap and keep.sum() >= 2:
-                result.effects[metric] = paired_bootstrap_ci(
-                    x[keep], y[keep], confidence=1.0 - alpha, n_resamples=bootstrap, seed=seed)
             for test, fn in (("paired_t", paired_t), ("wilcoxon", wilcoxon_signed_rank)):
                 p = fn(x[keep], y[keep]).pvalue if keep.sum() >= 2 else float("nan")
                 raw.setdefault((metric, test), []).append((result, 1.0 if math.isnan(p) else p))
@@ -209,6 +209,28 @@ def add_significance(results: list[ModelResult], baseline: str, split: str,
         for (result, _), p in zip(entries, adjusted, strict=True):
             result.pvalues.setdefault(metric, {})[test] = float(p)
     return None
+
+
+def _bootstrap_effects(pairs: Mapping[str, tuple[np.ndarray, np.ndarray]], confidence: float,
+                       n_resamples: int, seed: int) -> dict[str, Interval]:
+    """metric -> the paired bootstrap interval of (model − baseline) per user, over the users
+    where both values exist (AUC can be missing); metrics with the same such users share one
+    draw of resampled users (`paired_bootstrap_cis`), so each interval is the one its metric
+    alone would give."""
+    groups: dict[bytes, list[str]] = {}
+    for metric, (x, y) in pairs.items():
+        keep = ~(np.isnan(x) | np.isnan(y))
+        if keep.sum() >= 2:
+            groups.setdefault(keep.tobytes(), []).append(metric)
+    effects: dict[str, Interval] = {}
+    for group in groups.values():
+        x0, y0 = pairs[group[0]]
+        keep = ~(np.isnan(x0) | np.isnan(y0))
+        x = np.column_stack([pairs[m][0][keep] for m in group])
+        y = np.column_stack([pairs[m][1][keep] for m in group])
+        intervals = paired_bootstrap_cis(x, y, confidence, n_resamples, seed)
+        effects.update(zip(group, intervals, strict=True))
+    return effects
 
 
 def best_per_metric(results: Sequence[ModelResult], metrics: Sequence[str]) -> dict[str, str]:

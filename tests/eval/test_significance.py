@@ -22,6 +22,7 @@ from linrec.eval.significance import (
     mcnemar,
     mean_ci,
     paired_bootstrap_ci,
+    paired_bootstrap_cis,
     paired_t,
     proportion_ci,
     sample_size_proportion,
@@ -161,6 +162,26 @@ def test_paired_bootstrap_interval_is_seeded_and_covers_the_mean() -> None:
         paired_bootstrap_ci(x, y, n_resamples=0)
     with pytest.raises(DataError):
         paired_bootstrap_ci(x, y[:10])
+
+
+def test_paired_bootstrap_of_several_metrics_resamples_the_same_users_for_each() -> None:
+    """Each column's interval is a plain loop over resamples of users (one seeded draw of n
+    users per resample, used for every column), and the one the column gets alone."""
+    rng = np.random.default_rng(7)
+    x, y = rng.random((60, 3)), rng.random((60, 3))
+    x[:, 2] = y[:, 2] + rng.normal(0.2, 0.1, 60)
+    cis = paired_bootstrap_cis(x, y, confidence=0.8, n_resamples=450, seed=9)
+    draw = np.random.default_rng(9)
+    users = np.array([draw.integers(0, 60, 60) for _ in range(450)])
+    for column, ci in enumerate(cis):
+        diff = x[:, column] - y[:, column]
+        means = [diff[u].mean() for u in users]
+        assert (ci.estimate, ci.low, ci.high) == pytest.approx(
+            (diff.mean(), np.quantile(means, 0.1), np.quantile(means, 0.9)), rel=1e-12)
+        assert ci == paired_bootstrap_ci(x[:, column], y[:, column], confidence=0.8,
+                                         n_resamples=450, seed=9)
+    with pytest.raises(DataError):
+        paired_bootstrap_cis(x, y[:, :2])
 
 
 def test_mcnemar() -> None:
