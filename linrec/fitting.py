@@ -49,8 +49,11 @@ def fit_and_evaluate(config: RunConfig, model_config: Any, prepared: Any, *,
 
 def training_record(model: Any) -> dict[str, Any] | None:
     """The model's training log for results.json, with the split its epochs were selected on
-    (a trained model only)."""
+    and what measured them (a trained model only)."""
     log_ = model.training_log()
     if log_ is None:
         return None
-    return {**log_, "selected_on": getattr(model, "select_on", "valid")}
+    record = {**log_, "selected_on": getattr(model, "select_on", "valid")}
+    if getattr(model, "validated_by_", None) is not None:
+        record["validation"] = model.validated_by_
+    return record

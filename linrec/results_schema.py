@@ -154,6 +154,23 @@ _TRAINING = Key("training", "object", "the training log of a model trained by ep
     Key("stop_reason", "string", "why training stopped (`epochs`, `early_stopping`, ...)"),
     Key("resumed_from", "integer|null", "the checkpoint epoch training continued from"),
     Key("selected_on", "string", "the split epochs were selected on (`valid` or `test`)"),
+    Key("validation", "object", "what measured the epochs (`eval.validation`)", children=(
+        Key("method", "string", "`exact` (every item ranked) or `sampled`"),
+        Key("metric", "string", "the metric compared between epochs"),
+        Key("estimator", "string", "method sampled: the estimator", required=False),
+        Key("sample_size", "integer", "method sampled: n, the target and n − 1 sampled items",
+            required=False),
+        Key("scheme", "string", "method sampled: `binomial` or `hypergeometric`",
+            required=False),
+        Key("seed", "integer", "method sampled: the seed of the sampled items",
+            required=False),
+        Key("n_targets", "integer", "method sampled: held-out items ranked per pass",
+            required=False),
+        Key("passes", "integer", "method sampled: validation passes in this fit (resumed "
+            "epochs not counted)", required=False),
+        Key("seconds_per_pass", "number|null", "method sampled: the mean seconds of a pass",
+            required=False),
+    ), required=False),
 ))
 
 #: every key of results.json

@@ -1,5 +1,6 @@
 """Scoring fold-in rows in batches under a memory budget: the one loop behind the evaluator's
-batch pass (`eval.ranks.score_batches`) and `Recommender.recommend`."""
+batch pass (`eval.ranks.score_batches`) and `Recommender.recommend`; and reading chosen items'
+scores from full rows (`gather_scores`, behind `Recommender.score_items`)."""
 
 from __future__ import annotations
 
@@ -38,3 +39,16 @@ def scored_batches(score: Callable[[sp.csr_matrix, np.ndarray | None], np.ndarra
         elif not scores.flags.writeable:
             scores = scores.copy()
         yield rows, scores
+
+
+def gather_scores(score: Callable[[sp.csr_matrix, np.ndarray | None], np.ndarray],
+                  foldin: sp.csr_matrix, users: np.ndarray | None,
+                  items: np.ndarray) -> np.ndarray:
+    """Scores (B, m) of items[b] for the b-th fold-in row, read from `score`'s full rows: one row
+    per distinct user id (rows of one user are that user's one fold-in row), or per fold-in row
+    when `users` is None."""
+    if users is None:
+        return np.take_along_axis(np.asarray(score(foldin, None)), items, axis=1)
+    unique, first, inverse = np.unique(np.asarray(users), return_index=True, return_inverse=True)
+    rows = np.asarray(score(foldin[first], unique))
+    return rows[inverse.reshape(-1, 1), items]

@@ -6,7 +6,7 @@ and adaptive sampling (`simulate`), the sampled block (`sampled_block`), P(r|R)
 (`estimators`), user sampling and tests (`significance`); typed configs in `configs`, the
 report in `report`."""
 
-from linrec.eval.configs import AdaptiveConfig, EvalConfig, SampledConfig
+from linrec.eval.configs import AdaptiveConfig, EvalConfig, SampledConfig, ValidationConfig
 from linrec.eval.evaluate import check_evaluation, evaluate, validation_score
 from linrec.eval.exact import ExactResult, evaluate_exact
 from linrec.eval.metrics import EXACT_METRICS, curve, exact_metrics, rank_gain
@@ -17,6 +17,7 @@ __all__ = [
     "EXACT_METRICS",
     "AdaptiveConfig",
     "EvalConfig",
+    "ValidationConfig",
     "EvalReport",
     "ExactResult",
     "RankTable",

@@ -78,6 +78,27 @@ class SampledConfig(Params):
         return labels + (["adaptive"] if self.adaptive.estimators else [])
 
 
+#: what the validation metric of a trainer is computed from
+VALIDATION_METHODS = ("exact", "sampled")
+
+
+@dataclass
+class ValidationConfig(Params):
+    """eval.validation: the metric a trainer selects epochs and drives its schedule on. exact:
+    `eval.selection` on the validation users, every item ranked; sampled: its target-level
+    value estimated from the ranks of each held-out item among n − 1 items sampled once
+    (seeded by the run seed), by `estimator` (linrec/eval/sampled_validation.py)."""
+
+    where = "eval.validation"
+
+    method: str = param("exact", choices=VALIDATION_METHODS,
+                        doc="exact (rank every item) | sampled (estimate from sampled ranks)")
+    estimator: str = param("mn_mle", choices=FIXED_SIZE_ESTIMATORS,
+                           doc="the estimator of method=sampled")
+    sample_size: int = param(100, ge=2, doc="n of method=sampled: the target plus n-1 sampled")
+    replace: bool = param(True, doc="method=sampled: with replacement (binomial) or without")
+
+
 @dataclass
 class EvalConfig(Params):
     """eval: exact metrics at every K, the selection metric returned to sweepers, the batch
@@ -93,6 +114,7 @@ class EvalConfig(Params):
     memory_budget_mb: int = param(512, gt=0, doc="score matrix budget per batch")
     splits: tuple[str, ...] = param(("valid", "test"), choices=("valid", "test"),
                                     doc="splits to evaluate")
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
     save_per_user: bool = param(False, doc="write per_user_<split>.parquet: a row per user and "
                                            "exact metric (needs pyarrow: linrec[parquet])")
     sampled: SampledConfig = field(default_factory=SampledConfig)
@@ -108,7 +130,11 @@ class EvalConfig(Params):
             raise ConfigError("eval.ks is empty; give at least one cut-off K >= 1")
         if not self.metrics:
             raise ConfigError(f"eval.metrics is empty; choose from {list(EXACT_METRICS)}")
-        parse_metric_key(self.selection, where="eval.selection")
+        name, k = parse_metric_key(self.selection, where="eval.selection")
+        if self.validation.method == "sampled" and (name not in CURVE_METRICS or k is None):
+            raise ConfigError(f"eval.validation.method=sampled estimates eval.selection from "
+                              f"sampled ranks, which {self.selection} cannot be; choose one of "
+                              f"{list(CURVE_METRICS)} at a K (e.g. eval.selection=recall@20)")
 
     def ks_for(self, n_items: int) -> tuple[int, ...]:
         """The configured K that the catalogue allows (K <= n_items), plus the selection K."""

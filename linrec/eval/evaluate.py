@@ -78,10 +78,12 @@ def evaluate(model: Scorer, split: Split, config: EvalConfig | None = None, *,
 
 def validation_score(split: Split, config: EvalConfig | None = None, *, seed: int = 0,
                      on: str = "valid") -> Callable[[Scorer], float] | None:
-    """The early-stopping metric a trainer receives from the run: model -> the exact
-    `config.selection` metric on the validation users (no sampled block); on="test" scores the
-    test users instead (the published LightGCN/BARS protocol, which has no validation split).
-    None when the split has no such users."""
+    """The early-stopping metric a trainer receives from the run: model -> the
+    `config.selection` metric on the validation users (no sampled block), exact or, under
+    eval.validation.method=sampled, estimated from sampled ranks (`SampledValidation`, whose
+    `describe()` the run records); on="test" scores the test users instead (the published
+    LightGCN/BARS protocol, which has no validation split). None when the split has no such
+    users."""
     if on not in ("valid", "test"):
         raise ConfigError(f"validation_score: on={on!r}; allowed: valid, test")
     evalset = split.valid if on == "valid" else split.test
@@ -89,6 +91,17 @@ def validation_score(split: Split, config: EvalConfig | None = None, *, seed: in
         return None
     config = EvalConfig() if config is None else config
     key = resolve_selection(config.selection, split.n_items)
+    if config.validation.method == "sampled":
+        from linrec.eval.sampled_validation import SampledValidation
+
+        how = config.validation
+        sampled = SampledValidation(evalset, split.n_items, key=key, estimator=how.estimator,
+                                    sample_size=how.sample_size, replace=how.replace, seed=seed,
+                                    users_known=not split.strong,
+                                    memory_budget_mb=config.memory_budget_mb)
+        sampled.fingerprint = (f"{on} {key} seed={seed} sampled {how.estimator} "
+                               f"n={how.sample_size} {sampled.scheme}")
+        return sampled
     ks = config.ks_for(split.n_items)
     metric = key.partition("@")[0]
 
@@ -100,4 +113,5 @@ def validation_score(split: Split, config: EvalConfig | None = None, *, seed: in
 
     #: what the score measures, for trainers that key checkpoints by it
     score.fingerprint = f"{on} {key} seed={seed}"
+    score.describe = lambda: {"method": "exact", "metric": key}
     return score

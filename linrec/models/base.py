@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from linrec.atomic import atomic_open
 from linrec.errors import ConfigError, DataError
 from linrec.models.configs import ModelConfig
+from linrec.scoring import gather_scores
 
 #: a validation callback from the run: model -> score on the validation users (higher is better)
 Validation = Callable[["Recommender"], float]
@@ -123,6 +124,9 @@ class Recommender(ABC):
         matrix = binary_pattern(train, where) if self.binary_input else check_train(train, where)
         self._fit(matrix, validation)
         self.n_items_ = matrix.shape[1]
+        #: what measured the epochs (results.json's training.validation), when anything did
+        describe = getattr(validation, "describe", None)
+        self.validated_by_ = describe() if describe is not None else None
         return self
 
     @abstractmethod
@@ -147,6 +151,27 @@ class Recommender(ABC):
     @abstractmethod
     def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
         """Scores of the checked fold-in rows."""
+
+    def score_items(self, foldin: sp.spmatrix, users: np.ndarray | None,
+                    items: np.ndarray) -> np.ndarray:
+        """Scores (B, m) of items[b] (int, (B, m)) for the b-th fold-in row (and user): the
+        entries of `score`'s rows at those items, which a model that can score (user, item)
+        pairs directly computes without the rest of each row (sampled validation). Rows of one
+        user id are that user's one fold-in row (each is scored once)."""
+        self.check_fitted()
+        foldin = check_foldin(foldin, self.n_items_, f"{self.name}.score_items")
+        items = np.asarray(items, dtype=np.int64)
+        if items.ndim != 2 or items.shape[0] != foldin.shape[0]:
+            raise ConfigError(f"{self.name}.score_items: items {items.shape} must be (B, m) for "
+                              f"B = {foldin.shape[0]} fold-in rows")
+        if items.size and (items.min() < 0 or items.max() >= self.n_items_):
+            raise ConfigError(f"{self.name}.score_items: item ids must lie in "
+                              f"[0, {self.n_items_})")
+        return self._score_items(foldin, users, items)
+
+    def _score_items(self, foldin: sp.csr_matrix, users: np.ndarray | None,
+                     items: np.ndarray) -> np.ndarray:
+        return gather_scores(self._score, foldin, users, items)
 
     # -- top-K lists --------------------------------------------------------------------------
 

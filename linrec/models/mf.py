@@ -64,7 +64,7 @@ class MF(Recommender):
 
     # -- scoring ---------------------------------------------------------------------------------
 
-    def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
+    def _known_users(self, users: np.ndarray | None) -> np.ndarray:
         if users is None:
             raise ConfigError("mf scores the users it was trained on (weak generalization); "
                               "strong generalization needs a fold-in, which mf does not "
@@ -73,6 +73,10 @@ class MF(Recommender):
         users = np.asarray(users)
         if users.size and (users.min() < 0 or users.max() >= self._users.shape[0]):
             raise ConfigError(f"mf.score: users must be row ids in [0, {self._users.shape[0]})")
+        return users
+
+    def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
+        users = self._known_users(users)
         with torch.no_grad():
             items = self._item_table()
             rows = self._user_rows(torch.as_tensor(users, device=items.device))
@@ -84,6 +88,17 @@ class MF(Recommender):
             out = np.empty((len(users), items.shape[0]), dtype=np.float32)
             torch.mm(rows, items.T, out=torch.from_numpy(out))
             return out
+
+    def _score_items(self, foldin: sp.csr_matrix, users: np.ndarray | None,
+                     items: np.ndarray) -> np.ndarray:
+        """Only the asked (user, item) pairs: B·m dot products instead of B·n_items."""
+        users = self._known_users(users)
+        with torch.no_grad():
+            table = self._item_table()
+            rows = self._user_rows(torch.as_tensor(users, device=table.device))
+            rows = rows / self.temperature
+            picked = table[torch.as_tensor(items, device=table.device)]
+            return torch.einsum("bd,bmd->bm", rows, picked).cpu().numpy()
 
     def _user_rows(self, users):
         return self._scored(self._rows(self._users, users))

@@ -1,0 +1,119 @@
+"""Validation on item-sampled ranks with an estimator (eval.validation.method=sampled): the
+metric a trainer selects epochs and drives its schedule on, estimated from n − 1 sampled items
+per held-out item instead of a ranking of the whole catalogue (Krichene & Rendle 2020; Li et
+al. 2023, §3–4).
+
+The sampled items are drawn once, when training starts, exactly as the sampled block of the
+evaluation draws its first repeat (`NegativeSampler`, seeded by the run seed, uniform over every
+item but the target): every epoch is judged on the same sample sets, so two epochs differ by the
+model only. Each pass scores only the (user, item) pairs it needs (`Recommender.score_items`;
+MF computes B·n dot products instead of B·n_items), ranks each target among its sampled items
+with the exact ranking's rules (score descending, then the seeded tie-break key; the user's
+fold-in items and other targets never beat a target), estimates the distribution of the global
+ranks with the chosen estimator and returns the target-level metric at K that it implies
+(`EstimateResult.curve`).
+
+The value is the target-level metric (each held-out item counts once), an estimate of the
+exact one; it is what the trainer compares between epochs, and results.json records which
+validation selected the epochs (`describe`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from linrec.data.splits import EvalSet
+from linrec.errors import ConfigError
+from linrec.eval._checks import check_sample_size
+from linrec.eval._sparse import binary_sorted_csr, csr_contains
+from linrec.eval.estimators.registry import estimate
+from linrec.eval.metrics import curve, parse_metric_key
+from linrec.eval.negatives import NegativeSampler, canonical_targets
+from linrec.eval.sampled_block import sampling_scheme
+from linrec.hardware import batch_size_for
+from linrec.item_order import beats, tie_break_keys_at
+from linrec.scoring import gather_scores
+
+
+class SampledValidation:
+    """model -> the estimate of the target-level `key` ("recall@20") on `evalset`.
+
+    evalset: the validation (or test) users; n_items: catalogue size; estimator: a fixed-size
+    estimator name; sample_size: n (the target and n − 1 sampled items); replace: binomial
+    (True) or hypergeometric sampling; seed: the run seed (sampled items and tie-break keys);
+    users_known: score users by id (weak generalization) or fold them in. After each call,
+    `ranks` holds the sampled ranks (int64 (T,), canonical target order), and `seconds` /
+    `calls` the time spent in calls so far."""
+
+    def __init__(self, evalset: EvalSet, n_items: int, *, key: str, estimator: str,
+                 sample_size: int, replace: bool, seed: int, users_known: bool,
+                 memory_budget_mb: float = 512) -> None:
+        self.metric, self.k = parse_metric_key(key, where="eval.selection")
+        if self.k is None:
+            raise ConfigError(f"eval.selection={key}: sampled validation estimates a metric at "
+                              "a cut-off K")
+        self.key, self.estimator, self.n_items = key, estimator, int(n_items)
+        self.sample_size = check_sample_size(
+            n_items, sample_size, where="eval.validation.sample_size",
+            hint=f"lower it below the catalogue's {n_items} items")
+        self.scheme = sampling_scheme(replace)
+        self.seed, self.users_known = int(seed), bool(users_known)
+        self.evalset = evalset
+        self.rows, items = canonical_targets(evalset)
+        excluded = binary_sorted_csr(sp.csr_matrix(evalset.foldin)
+                                     + sp.csr_matrix(evalset.targets))
+        negatives = NegativeSampler(self.seed, self.rows, items, n_items, self.sample_size,
+                                    replace, "all_but_target", excluded).all(0)
+        #: int (T, n): each target, then its sampled items
+        self.items = np.concatenate([items[:, None], negatives], axis=1).astype(
+            np.int32 if n_items < 2**31 else np.int64)
+        #: bool (T, n - 1): sampled items that never beat the target (fold-in, other targets)
+        self.never_beats = csr_contains(excluded, self.rows[:, None], negatives)
+        self.users = np.asarray(evalset.users, dtype=np.int64)[self.rows]
+        self.chunk = batch_size_for(n_items, memory_budget_mb)
+        self.ranks = np.zeros(len(items), dtype=np.int64)
+        self.seconds, self.calls = 0.0, 0
+
+    def __call__(self, model: Any) -> float:
+        start = time.perf_counter()
+        for lo in range(0, len(self.rows), self.chunk):
+            hi = min(lo + self.chunk, len(self.rows))
+            self.ranks[lo:hi] = self._ranks(model, slice(lo, hi))
+        p_hat = estimate(self.estimator, self.ranks, n_items=self.n_items,
+                         sample_size=self.sample_size, scheme=self.scheme).p_hat
+        value = float(curve(p_hat, self.metric, self.k)[self.k - 1])
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+        return value
+
+    def _ranks(self, model: Any, part: slice) -> np.ndarray:
+        """1 + #{sampled items beating the target} of the targets in `part`: int64."""
+        rows, users, items = self.rows[part], self.users[part], self.items[part]
+        foldin, known = self.evalset.foldin[rows], users if self.users_known else None
+        if hasattr(model, "score_items"):
+            scores = np.asarray(model.score_items(foldin, known, items))
+        else:  # any scorer: its full rows, read at the items
+            scores = gather_scores(model.score, foldin, known, items)
+        target, sampled = scores[:, :1], scores[:, 1:]
+        won = sampled > target
+        tie_t, tie_j = np.nonzero(sampled == target)
+        if tie_t.size:  # exact ties (rare for real-valued scores): the seeded keys decide
+            won[tie_t, tie_j] = beats(
+                sampled[tie_t, tie_j],
+                tie_break_keys_at(self.seed, users[tie_t], items[tie_t, tie_j + 1]),
+                target[tie_t, 0], tie_break_keys_at(self.seed, users[tie_t], items[tie_t, 0]))
+        won &= ~self.never_beats[part]
+        return 1 + won.sum(axis=1, dtype=np.int64)
+
+    def describe(self) -> dict[str, Any]:
+        """What selected the epochs, for results.json."""
+        return {"method": "sampled", "metric": f"target-level {self.key}",
+                "estimator": self.estimator, "sample_size": self.sample_size,
+                "scheme": self.scheme, "seed": self.seed, "n_targets": int(len(self.rows)),
+                "passes": self.calls,
+                "seconds_per_pass": self.seconds / self.calls if self.calls else None}
+
