@@ -42,13 +42,23 @@ def scored_batches(score: Callable[[sp.csr_matrix, np.ndarray | None], np.ndarra
 
 
 def gather_scores(score: Callable[[sp.csr_matrix, np.ndarray | None], np.ndarray],
-                  foldin: sp.csr_matrix, users: np.ndarray | None,
-                  items: np.ndarray) -> np.ndarray:
+                  foldin: sp.csr_matrix, users: np.ndarray | None, items: np.ndarray, *,
+                  memory_budget_mb: float = 512) -> np.ndarray:
     """Scores (B, m) of items[b] for the b-th fold-in row, read from `score`'s full rows: one row
     per distinct user id (rows of one user are that user's one fold-in row), or per fold-in row
-    when `users` is None."""
+    when `users` is None; as many full rows at a time as `memory_budget_mb` holds."""
+    n_rows, n_items = foldin.shape
+    step = batch_size_for(n_items, memory_budget_mb)
+    out = np.empty(items.shape, dtype=np.float64)
     if users is None:
-        return np.take_along_axis(np.asarray(score(foldin, None)), items, axis=1)
+        for start in range(0, n_rows, step):
+            part = slice(start, start + step)
+            out[part] = np.take_along_axis(np.asarray(score(foldin[part], None)), items[part],
+                                           axis=1)
+        return out
     unique, first, inverse = np.unique(np.asarray(users), return_index=True, return_inverse=True)
-    rows = np.asarray(score(foldin[first], unique))
-    return rows[inverse.reshape(-1, 1), items]
+    for start in range(0, len(unique), step):
+        rows = np.asarray(score(foldin[first[start:start + step]], unique[start:start + step]))
+        mine = np.flatnonzero((inverse >= start) & (inverse < start + step))
+        out[mine] = rows[inverse[mine, None] - start, items[mine]]
+    return out

@@ -34,7 +34,6 @@ from linrec.eval.estimators.registry import estimate
 from linrec.eval.metrics import curve, parse_metric_key
 from linrec.eval.negatives import NegativeSampler, canonical_targets
 from linrec.eval.sampled_block import sampling_scheme
-from linrec.hardware import batch_size_for
 from linrec.item_order import beats, tie_break_keys_at
 from linrec.scoring import gather_scores
 
@@ -74,7 +73,10 @@ class SampledValidation:
         #: bool (T, n - 1): sampled items that never beat the target (fold-in, other targets)
         self.never_beats = csr_contains(excluded, self.rows[:, None], negatives)
         self.users = np.asarray(evalset.users, dtype=np.int64)[self.rows]
-        self.chunk = batch_size_for(n_items, memory_budget_mb)
+        #: targets per call of score_items: the gathered item rows of a pair model (64 float32
+        #: each) within the memory budget; a model that reads full rows batches them itself
+        self.chunk = max(1, int(memory_budget_mb * 2**20) // (self.sample_size * 64 * 4))
+        self.memory_budget_mb = memory_budget_mb
         self.ranks = np.zeros(len(items), dtype=np.int64)
         self.seconds, self.calls = 0.0, 0
 
@@ -97,7 +99,8 @@ class SampledValidation:
         if hasattr(model, "score_items"):
             scores = np.asarray(model.score_items(foldin, known, items))
         else:  # any scorer: its full rows, read at the items
-            scores = gather_scores(model.score, foldin, known, items)
+            scores = gather_scores(model.score, foldin, known, items,
+                                   memory_budget_mb=self.memory_budget_mb)
         target, sampled = scores[:, :1], scores[:, 1:]
         won = sampled > target
         tie_t, tie_j = np.nonzero(sampled == target)

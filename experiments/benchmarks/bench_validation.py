@@ -1,0 +1,164 @@
+"""Benchmark one validation pass of a trainer: exact (every item ranked; the reference) against
+sampled (eval.validation.method=sampled: n − 1 sampled items per held-out item, only those pairs
+scored, then an estimator), in the same run.
+
+Two parts:
+  real   --data DIR: a LightGCN-format split (Gowalla's train.txt / test.txt), 10 % of the
+         training rows held out for validation, MF (cosine, 64 dimensions) after one epoch;
+         each validation's seconds and value.
+  sizes  synthetic catalogues of --sizes items (up to 1 M), --users validation users with
+         --targets held-out items each, a factor model with 64-dimensional random embeddings
+         scored by `linrec.models.MF`'s own code (a fitted MF whose tables are replaced), exact
+         vs sampled seconds per pass; --figure PATH writes them as a PNG and a PDF.
+
+    python experiments/benchmarks/bench_validation.py --data /path/to/gowalla
+    python experiments/benchmarks/bench_validation.py --sizes 1000,10000,100000,1000000 \
+        --figure experiments/figures/validation_cost
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import print_header  # noqa: E402
+
+from linrec.data.pipeline import prepare_data  # noqa: E402
+from linrec.data.splits import EvalSet, Split  # noqa: E402
+from linrec.eval import EvalConfig, validation_score  # noqa: E402
+from linrec.models import MF  # noqa: E402
+
+SAMPLED = (("mn_mle", 100), ("mle", 100), ("naive", 100))
+
+
+def timed_pass(score, model, repeats: int = 2) -> tuple[float, float]:
+    """(best seconds of a pass, its value); the first pass (setup caches) is not counted
+    when repeats > 1."""
+    value, best = score(model), np.inf
+    for _ in range(max(repeats - 1, 1)):
+        start = time.perf_counter()
+        value = score(model)
+        best = min(best, time.perf_counter() - start)
+    return best, value
+
+
+def compare(split: Split, model, selection: str, repeats: int) -> list[tuple[str, float, float]]:
+    rows = []
+    exact = validation_score(split, EvalConfig(selection=selection), seed=0)
+    rows.append(("exact", *timed_pass(exact, model, repeats)))
+    for estimator, n in SAMPLED:
+        config = EvalConfig(selection=selection, validation={
+            "method": "sampled", "estimator": estimator, "sample_size": n})
+        start = time.perf_counter()
+        sampled = validation_score(split, config, seed=0)
+        setup = time.perf_counter() - start
+        seconds, value = timed_pass(sampled, model, repeats)
+        rows.append((f"sampled {estimator} n={n} (setup {setup:.2f} s)", seconds, value))
+    return rows
+
+
+def print_rows(rows) -> None:
+    reference = rows[0][1]
+    for name, seconds, value in rows:
+        print(f"  {name:38s} {seconds:8.3f} s  {reference / seconds:7.1f}x  value {value:.5f}")
+
+
+def real(path: str, repeats: int) -> None:
+    prepared = prepare_data({"source": {"name": "lightgcn"}, "path": path,
+                             "split": {"kind": "predefined", "valid_fraction": 0.1}})
+    split = prepared.split
+    print_header(f"{prepared.name}: {split.valid.n_users} validation users, "
+                 f"{split.valid.targets.nnz} held-out items, {split.n_items} items")
+    model = MF(epochs=1, select_on="test").fit(split.train)
+    print_rows(compare(split, model, "recall@20", repeats))
+
+
+def synthetic_split(n_items: int, n_users: int, targets: int, seed: int) -> Split:
+    rng = np.random.default_rng(seed)
+    cols = rng.integers(0, n_items, (n_users, 2 * targets))
+    rows = np.repeat(np.arange(n_users), 2 * targets)
+    both = sp.csr_matrix((np.ones(rows.size, np.float32), (rows, cols.ravel())),
+                         shape=(n_users, n_items))
+    both.data[:] = 1.0
+    foldin = both.copy()
+    held = sp.csr_matrix((n_users, n_items), dtype=np.float32)
+    order = np.argsort(rng.random(both.nnz))
+    mask = np.zeros(both.nnz, bool)
+    mask[order[: both.nnz // 2]] = True
+    coo = both.tocoo()
+    foldin = sp.csr_matrix((coo.data[~mask], (coo.row[~mask], coo.col[~mask])), both.shape)
+    held = sp.csr_matrix((coo.data[mask], (coo.row[mask], coo.col[mask])), both.shape)
+    users = np.arange(n_users)
+    evalset = EvalSet(users=users, foldin=foldin, targets=held)
+    return Split(train=foldin, valid=evalset, test=evalset)
+
+
+def factor_model(split: Split, dim: int, seed: int) -> MF:
+    """MF fitted for no epoch on a tiny matrix, then given random tables of the split's size."""
+    model = MF(epochs=1, dim=dim, sampling={"n_negatives": 2}, select_on="test")
+    model.fit(sp.csr_matrix(np.eye(4, dtype=np.float32)))
+    generator = torch.Generator().manual_seed(seed)
+    model._users = torch.randn(split.train.shape[0], dim, generator=generator)
+    model._items = torch.randn(split.n_items, dim, generator=generator)
+    model.n_items_ = split.n_items
+    return model
+
+
+def sizes(values: list[int], n_users: int, targets: int, repeats: int,
+          figure: str | None) -> None:
+    results = []
+    for n_items in values:
+        split = synthetic_split(n_items, n_users, targets, seed=0)
+        print_header(f"{n_items} items, {n_users} validation users, "
+                     f"{split.valid.targets.nnz} held-out items")
+        rows = compare(split, factor_model(split, 64, seed=0), "recall@20", repeats)
+        print_rows(rows)
+        results.append((n_items, rows[0][1], rows[1][1]))
+    if figure:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        from linrec.plots import save_figure_formats
+
+        fig = Figure(figsize=(6.4, 4.0))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        x = [r[0] for r in results]
+        ax.loglog(x, [r[1] for r in results], "o-", label="exact (every item ranked)")
+        ax.loglog(x, [r[2] for r in results], "s-", label=f"sampled ({SAMPLED[0][0]}, "
+                  f"n = {SAMPLED[0][1]})")
+        ax.set_xlabel("items in the catalogue")
+        ax.set_ylabel("seconds per validation pass")
+        ax.set_title(f"{n_users} validation users, {targets} held-out items each")
+        ax.legend()
+        for path in save_figure_formats(fig, figure):
+            print(f"wrote {path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", help="a LightGCN-format directory (train.txt, test.txt)")
+    parser.add_argument("--sizes", default="", help="comma-separated catalogue sizes")
+    parser.add_argument("--users", type=int, default=2000)
+    parser.add_argument("--targets", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--figure", help="path stem of the cost figure (PNG and PDF)")
+    args = parser.parse_args()
+    if args.data:
+        real(args.data, args.repeats)
+    if args.sizes:
+        sizes([int(v) for v in args.sizes.split(",")], args.users, args.targets, args.repeats,
+              args.figure)
+    if not (args.data or args.sizes):
+        parser.error("give --data DIR and/or --sizes N,N,...")
+
+
+if __name__ == "__main__":
+    main()
