@@ -97,8 +97,8 @@ class MF(Recommender):
             table = self._item_table()
             rows = self._user_rows(torch.as_tensor(users, device=table.device))
             rows = rows / self.temperature
-            picked = table[torch.as_tensor(items, device=table.device)]
-            return torch.einsum("bd,bmd->bm", rows, picked).cpu().numpy()
+            index = torch.as_tensor(items, dtype=torch.int64, device=table.device)
+            return sampled_dot(rows, table, index).cpu().numpy()  # no (B, m, d) gather
 
     def _user_rows(self, users):
         return self._scored(self._rows(self._users, users))
