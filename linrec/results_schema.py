@@ -168,6 +168,8 @@ _TRAINING = Key("training", "object", "the training log of a model trained by ep
             required=False),
         Key("passes", "integer", "method sampled: validation passes in this fit (resumed "
             "epochs not counted)", required=False),
+        Key("draw_seconds", "number", "method sampled: drawing the sample sets, once",
+            required=False),
         Key("seconds_per_pass", "number|null", "method sampled: the mean seconds of a pass",
             required=False),
     ), required=False),

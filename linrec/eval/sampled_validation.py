@@ -45,8 +45,9 @@ class SampledValidation:
     estimator name; sample_size: n (the target and n − 1 sampled items); replace: binomial
     (True) or hypergeometric sampling; seed: the run seed (sampled items and tie-break keys);
     users_known: score users by id (weak generalization) or fold them in. After each call,
-    `ranks` holds the sampled ranks (int64 (T,), canonical target order), and `seconds` /
-    `calls` the time spent in calls so far."""
+    `ranks` holds the sampled ranks (int64 (T,), canonical target order), `seconds` / `calls`
+    the time spent in passes so far, and `draw_seconds` the one-off drawing of the sample sets
+    at the first pass."""
 
     def __init__(self, evalset: EvalSet, n_items: int, *, key: str, estimator: str,
                  sample_size: int, replace: bool, seed: int, users_known: bool,
@@ -61,26 +62,36 @@ class SampledValidation:
             hint=f"lower it below the catalogue's {n_items} items")
         self.scheme = sampling_scheme(replace)
         self.seed, self.users_known = int(seed), bool(users_known)
-        self.evalset = evalset
-        self.rows, items = canonical_targets(evalset)
-        excluded = binary_sorted_csr(sp.csr_matrix(evalset.foldin)
-                                     + sp.csr_matrix(evalset.targets))
-        negatives = NegativeSampler(self.seed, self.rows, items, n_items, self.sample_size,
-                                    replace, "all_but_target", excluded).all(0)
-        #: int (T, n): each target, then its sampled items
-        self.items = np.concatenate([items[:, None], negatives], axis=1).astype(
-            np.int32 if n_items < 2**31 else np.int64)
-        #: bool (T, n - 1): sampled items that never beat the target (fold-in, other targets)
-        self.never_beats = csr_contains(excluded, self.rows[:, None], negatives)
+        self.evalset, self.replace = evalset, bool(replace)
+        self.rows, self._targets = canonical_targets(evalset)
         self.users = np.asarray(evalset.users, dtype=np.int64)[self.rows]
-        #: targets per call of score_items: the gathered item rows of a pair model (64 float32
-        #: each) within the memory budget; a model that reads full rows batches them itself
+        #: targets per call of score_items, bounded as if each pair's item row (64 float32) were
+        #: gathered; a model that reads full rows batches those itself
         self.chunk = max(1, int(memory_budget_mb * 2**20) // (self.sample_size * 64 * 4))
         self.memory_budget_mb = memory_budget_mb
-        self.ranks = np.zeros(len(items), dtype=np.int64)
-        self.seconds, self.calls = 0.0, 0
+        self.items: np.ndarray | None = None  # drawn at the first pass (a model may never ask)
+        self.never_beats: np.ndarray | None = None
+        self.ranks = np.zeros(len(self.rows), dtype=np.int64)
+        self.seconds, self.calls, self.draw_seconds = 0.0, 0, 0.0
+
+    def _draw(self) -> None:
+        """The sample sets: `items` int (T, n), each target then its sampled items, and
+        `never_beats` bool (T, n − 1), the sampled items that are the user's fold-in items or
+        other targets."""
+        excluded = binary_sorted_csr(sp.csr_matrix(self.evalset.foldin)
+                                     + sp.csr_matrix(self.evalset.targets))
+        negatives = NegativeSampler(self.seed, self.rows, self._targets, self.n_items,
+                                    self.sample_size, self.replace, "all_but_target",
+                                    excluded).all(0)
+        self.items = np.concatenate([self._targets[:, None], negatives], axis=1).astype(
+            np.int32 if self.n_items < 2**31 else np.int64)
+        self.never_beats = csr_contains(excluded, self.rows[:, None], negatives)
 
     def __call__(self, model: Any) -> float:
+        if self.items is None:
+            start = time.perf_counter()
+            self._draw()
+            self.draw_seconds = time.perf_counter() - start
         start = time.perf_counter()
         for lo in range(0, len(self.rows), self.chunk):
             hi = min(lo + self.chunk, len(self.rows))
@@ -117,6 +128,5 @@ class SampledValidation:
         return {"method": "sampled", "metric": f"target-level {self.key}",
                 "estimator": self.estimator, "sample_size": self.sample_size,
                 "scheme": self.scheme, "seed": self.seed, "n_targets": int(len(self.rows)),
-                "passes": self.calls,
+                "passes": self.calls, "draw_seconds": self.draw_seconds,
                 "seconds_per_pass": self.seconds / self.calls if self.calls else None}
-
