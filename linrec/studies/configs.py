@@ -65,9 +65,13 @@ class SamplingStudyConfig(StudyConfig):
                                           "bound, beta@<a>, beta_p")
     mapping_ks: tuple[int, ...] = param((1, 2, 5, 10, 20, 50), ge=1,
                                         doc="sampled cut-offs k the mapping table maps")
+    runs: tuple[str, ...] = param((), doc="saved runs to study instead of training `models`: "
+                                         "run directories, or directories below which every "
+                                         "run with a ranks.npz is taken (one dataset)")
 
     def check(self) -> None:
-        super().check()
+        if not self.runs:
+            super().check()
         for spec in self.mappings:
             _check_mapping(spec)
 

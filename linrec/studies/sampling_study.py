@@ -7,6 +7,10 @@ sampled-rank sets per sample size (and adaptive sets) from the global ranks, exa
 (docs/concepts/sampled.md), with common random numbers across models. From those runs the study
 writes, under <run_dir>/tables/: average relative error over K = 1..k_max (mean ± std per setting,
 model, metric, estimator), winner accuracy counts, and the SHR@k vs HR@f(k) mapping tables.
+
+With `study.runs` the study trains nothing: it reads the test ranks.npz of saved runs (of one
+dataset and split; any model, any sweep) and simulates their sampled ranks the same way, so the
+tables describe the models a researcher actually trained.
 """
 
 from __future__ import annotations
@@ -18,13 +22,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
+from linrec.data.splits import EvalSet, Split
 from linrec.errors import ConfigError
 from linrec.eval.estimators.accuracy import winner_accuracy
 from linrec.eval.estimators.mapping import aligned_curves, alignment_errors, mapping_function
+from linrec.eval.metrics import exact_metrics
+from linrec.eval.negatives import canonical_targets
+from linrec.eval.ranks import RankTable
 from linrec.eval.report import SplitReport
-from linrec.eval.sampled_block import canonical_global_ranks
+from linrec.eval.sampled_block import SampledBlock, canonical_global_ranks
 from linrec.fitting import fit_and_evaluate
+from linrec.results import RANKS_FILE, RESULTS_FILE, read_results
 from linrec.studies.common import (
     dataset_record,
     study_model_config,
@@ -64,14 +74,37 @@ def _eval_config(config: Any, n_items: int) -> Any:
 
 
 def run(config: Any, run_dir: Path) -> None:
+    study = config.study
+    if study.runs:
+        tests, test_set, dataset = _saved_tests(config, study.runs)
+    else:
+        tests, test_set, dataset = _trained_tests(config, run_dir)
+    tables = run_dir / "tables"
+    summary: dict[str, Any] = {"models": list(tests), "settings": list(_first(tests).sampled),
+                               "are": _error_tables(tests, tables),
+                               "winners": _winner_table(tests, study.winner_ks, tables),
+                               "mapping": _mapping_tables(tests, test_set, study, tables)}
+    if study.runs:
+        summary["saved_runs"] = {label: str(path) for label, path in _saved_runs(study.runs)}
+    write_study_index(run_dir, config, dataset, summary)
+    if not config.quiet:
+        for path in sorted(tables.glob("are_*.md")) + [tables / "winners.md"]:
+            print(path.read_text())
+        print(f"tables: {tables}")
+    return None
+
+
+def _trained_tests(config: Any, run_dir: Path
+                   ) -> tuple[dict[str, SplitReport], Any, dict[str, Any]]:
+    """Every model of `study.models` trained and evaluated once (a run each under runs/):
+    (label -> its test SplitReport, the split, the dataset record)."""
     from linrec.data.pipeline import prepare_data
 
-    study = config.study
     models = {label: study_model_config(values, label, config.seed)  # all checked before a fit
-              for label, values in study.models.items()}
+              for label, values in config.study.models.items()}
     prepared = prepare_data(config.data)
     eval_config = _eval_config(config, prepared.split.n_items)
-    tests: dict[str, SplitReport] = {}  # every model once, its test split kept for the tables
+    tests: dict[str, SplitReport] = {}
     for label, model_config in models.items():
         _, report, timings = fit_and_evaluate(config, model_config, prepared,
                                               eval_config=eval_config)
@@ -79,17 +112,83 @@ def run(config: Any, run_dir: Path) -> None:
                         model=model_config.to_dict(), report=report, timings=timings)
         tests[label] = report.splits["test"]
         log.info("sampling study: %s done", label)
-    tables = run_dir / "tables"
-    summary: dict[str, Any] = {"models": list(tests), "settings": list(_first(tests).sampled),
-                               "are": _error_tables(tests, tables),
-                               "winners": _winner_table(tests, study.winner_ks, tables),
-                               "mapping": _mapping_tables(tests, prepared.split, study, tables)}
-    write_study_index(run_dir, config, dataset_record(prepared), summary)
-    if not config.quiet:
-        for path in sorted(tables.glob("are_*.md")) + [tables / "winners.md"]:
-            print(path.read_text())
-        print(f"tables: {tables}")
-    return None
+    return tests, prepared.split, dataset_record(prepared)
+
+
+def _saved_runs(paths: Sequence[str]) -> list[tuple[str, Path]]:
+    """(label, run directory) of every saved run below `paths` with a results.json and a
+    ranks.npz: a path that is a run is labelled by its name, the runs below a directory by
+    their path under it."""
+    found: list[tuple[str, Path]] = []
+    for given in map(Path, paths):
+        if (given / RESULTS_FILE).is_file() and (given / RANKS_FILE).is_file():
+            found.append((given.name, given))
+            continue
+        if not given.is_dir():
+            raise ConfigError(f"study.runs: {given} is neither a run directory (results.json "
+                              "and ranks.npz) nor a directory holding runs")
+        below = sorted(p.parent for p in given.rglob(RESULTS_FILE)
+                       if (p.parent / RANKS_FILE).is_file())
+        if not below:
+            raise ConfigError(f"study.runs: no run with a ranks.npz below {given}")
+        found += [(str(p.relative_to(given)), p) for p in below]
+    labels = [label for label, _ in found]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ConfigError(f"study.runs: runs share the labels {repeated}; give their parent "
+                          "directories, whose paths below tell them apart")
+    return found
+
+
+def _saved_tests(config: Any, paths: Sequence[str]
+                 ) -> tuple[dict[str, SplitReport], Any, dict[str, Any]]:
+    """The test split of every saved run, read from its ranks.npz (nothing is trained): the
+    sampled settings simulated from the global ranks, as a training study does; (label -> its
+    test SplitReport, the held-out items as an EvalSet, the dataset record)."""
+    runs = _saved_runs(paths)
+    if config.eval.sampled.method != "simulate":
+        raise ConfigError("study.runs: saved runs keep their global ranks, not their scores, so "
+                          "the sampled ranks are simulated from them: "
+                          "eval.sampled.method=simulate (the preset's)")
+    tests: dict[str, SplitReport] = {}
+    test_set, dataset, first = None, {}, None
+    for label, path in runs:
+        table = RankTable.load_npz(path / RANKS_FILE)
+        if first is None:
+            first, test_set = (label, path), _held_out(table)
+            dataset = read_results(path / RESULTS_FILE).get("dataset", {})
+            eval_config = _eval_config(config, table.n_items)
+            block = SampledBlock(eval_config.sampled, test_set, table.n_items)
+        elif table.n_items != block.n_items or not _same_targets(table, test_set):
+            raise ConfigError(f"study.runs: {path} was evaluated on other held-out items than "
+                              f"{first[1]} (another dataset or split); a study compares runs of "
+                              "one split")
+        exact = exact_metrics(table, eval_config.ks_for(table.n_items), eval_config.metrics)
+        tests[label] = SplitReport(name="test", n_users=int(len(np.unique(table.rows))),
+                                   exact=exact.means, rank_table=table, per_user=exact.per_user,
+                                   per_user_rows=exact.rows, sampled=block.settings(table))
+        log.info("sampling study: %s read from %s", label, path)
+    return tests, Split(train=sp.csr_matrix((test_set.n_users, table.n_items)), valid=None,
+                        test=test_set), dataset
+
+
+def _held_out(table: RankTable) -> EvalSet:
+    """The held-out items of a rank table as an EvalSet (no fold-in rows: simulated sampling
+    needs only the targets)."""
+    n_rows = int(table.rows.max()) + 1 if len(table) else 0
+    users = np.zeros(n_rows, dtype=np.int64)
+    users[table.rows] = table.users
+    targets = sp.csr_matrix((np.ones(len(table), np.float32), (table.rows, table.items)),
+                            shape=(n_rows, table.n_items))
+    return EvalSet(users=users, foldin=sp.csr_matrix((n_rows, table.n_items), dtype=np.float32),
+                   targets=targets)
+
+
+def _same_targets(table: RankTable, test_set: EvalSet) -> bool:
+    rows, items = canonical_targets(test_set)
+    order = np.lexsort((table.items, table.rows))
+    return bool(np.array_equal(table.rows[order], rows)
+                and np.array_equal(table.items[order], items))
 
 
 def _first(tests: dict[str, SplitReport]) -> SplitReport:

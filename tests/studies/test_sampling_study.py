@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from linrec.errors import ConfigError
 from linrec.experiment import run
 from tests.studies.conftest import SMALL_DATA, compose_config
 
@@ -64,6 +65,39 @@ def test_study_and_run_draw_the_same_simulated_samples(tmp_path):
     for setting in ("n=20", "n=50", "adaptive"):
         assert (a["splits"]["test"]["sampled"][setting]["estimators"]
                 == b["splits"]["test"]["sampled"][setting]["estimators"])
+
+
+def test_the_study_of_saved_runs_is_the_study_that_trained_them(tmp_path):
+    """study.runs reads the runs' ranks.npz: the tables equal those of the study that trained
+    the same models; runs of another split are refused."""
+    models = "+study.models={pop: {name: most_popular}, ease: {name: ease, lam: 50.0}}"
+    run(compose_config(*STUDY, models), run_dir=tmp_path / "trained")
+    saved = tmp_path / "trained" / "runs"
+    run(compose_config(*STUDY, f"study.runs=[{saved}]"), run_dir=tmp_path / "saved")
+    for table in ("are_n20", "are_adaptive", "winners", "mapping_errors", "mapping_ease_n50"):
+        rows = [sorted((tmp_path / d / "tables" / f"{table}.csv").read_text().splitlines())
+                for d in ("saved", "trained")]  # the runs come in another order
+        assert rows[0] == rows[1], table
+    index = json.loads((tmp_path / "saved" / "study.json").read_text())
+    assert index["summary"]["models"] == ["ease", "pop"] and index["runs"] == []
+    assert index["summary"]["saved_runs"]["ease"] == str(saved / "ease")
+    assert index["dataset"]["n_items"] == 150
+    # one run given by itself is labelled by its name
+    run(compose_config(*STUDY, f"study.runs=[{saved / 'ease'}]"), run_dir=tmp_path / "one")
+    assert json.loads((tmp_path / "one" / "study.json").read_text())["summary"]["models"] == \
+        ["ease"]
+    other = compose_config(*STUDY[:1], "data.source.n_users=300", "data.source.n_items=150",
+                           *STUDY[3:], "+study.models={pop: {name: most_popular}}")
+    run(other, run_dir=tmp_path / "other")
+    with pytest.raises(ConfigError, match="other held-out items"):
+        run(compose_config(*STUDY, f"study.runs=[{saved / 'ease'},{tmp_path}/other/runs/pop]"),
+            run_dir=tmp_path / "mixed")
+    with pytest.raises(ConfigError, match="method=simulate"):
+        run(compose_config(*STUDY, f"study.runs=[{saved}]", "eval.sampled.method=sample"),
+            run_dir=tmp_path / "sample")
+    with pytest.raises(ConfigError, match="no run with a ranks.npz"):
+        run(compose_config(*STUDY, f"study.runs=[{tmp_path / 'saved'}]"),
+            run_dir=tmp_path / "none")
 
 
 @pytest.mark.parametrize(
