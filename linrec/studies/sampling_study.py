@@ -275,7 +275,8 @@ def _mapping_tables(tests: dict[str, SplitReport], split: Any, study: Any,
                 error_rows.append({"setting": setting, "model": label, "mapping": spec, **errors})
                 summary[f"{setting}/{label}/{spec}"] = errors
             columns = ["k", "SHR", *[f"HR@{s}" for s in study.mappings]]
-            write_table(tables, f"mapping_{label}_{setting.replace('=', '')}", columns, rows,
+            stem = f"mapping_{label.replace('/', '__')}_{setting.replace('=', '')}"
+            write_table(tables, stem, columns, rows,
                         f"SHR@k vs HR@f(k), {label}, {setting}, test split")
     if error_rows:
         write_table(tables, "mapping_errors", list(error_rows[0]), error_rows,

@@ -82,6 +82,9 @@ def test_the_study_of_saved_runs_is_the_study_that_trained_them(tmp_path):
     assert index["summary"]["models"] == ["ease", "pop"] and index["runs"] == []
     assert index["summary"]["saved_runs"]["ease"] == str(saved / "ease")
     assert index["dataset"]["n_items"] == 150
+    # runs below a directory are labelled by their path under it; table names stay flat
+    run(compose_config(*STUDY, f"study.runs=[{tmp_path / 'trained'}]"), run_dir=tmp_path / "deep")
+    assert (tmp_path / "deep" / "tables" / "mapping_runs__ease_n20.md").is_file()
     # one run given by itself is labelled by its name
     run(compose_config(*STUDY, f"study.runs=[{saved / 'ease'}]"), run_dir=tmp_path / "one")
     assert json.loads((tmp_path / "one" / "study.json").read_text())["summary"]["models"] == \
