@@ -108,10 +108,11 @@ class ForkServer:
     def __init__(self, env: dict[str, str], modules: tuple[str, ...] = PRELOADED) -> None:
         read, write = os.pipe()
         self._outputs = Path(tempfile.mkdtemp(prefix="forkserver_"))
-        self._process = subprocess.Popen(
-            [sys.executable, "-c", SERVER, str(write), *modules], stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, text=True,
-            pass_fds=(write,))
+        self._log = self._outputs / "server.log"  # the server's own errors (an import failing)
+        with open(self._log, "w") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", SERVER, str(write), *modules], stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL, stderr=log, env=env, text=True, pass_fds=(write,))
         os.close(write)
         self._replies = os.fdopen(read)
         self._lock = threading.Lock()  # one command at a time
@@ -132,7 +133,8 @@ class ForkServer:
         self._process.stdin.flush()
         line = self._replies.readline()
         if not line:
-            raise RuntimeError(f"the fork server stopped (exit {self._process.poll()})")
+            raise RuntimeError(f"the fork server stopped (exit {self._process.wait(60)}):\n"
+                               f"{self._log.read_text(errors='replace')[-3000:]}")
         returncode = json.loads(line)["returncode"]
         if returncode is None:
             raise TimeoutError(f"python -c … {' '.join(args)} ran past {timeout} s")
