@@ -44,21 +44,18 @@ def scored_batches(score: Callable[[sp.csr_matrix, np.ndarray | None], np.ndarra
 def gather_scores(score: Callable[[sp.csr_matrix, np.ndarray | None], np.ndarray],
                   foldin: sp.csr_matrix, users: np.ndarray | None, items: np.ndarray, *,
                   memory_budget_mb: float = 512) -> np.ndarray:
-    """Scores (B, m) of items[b] for the b-th fold-in row, read from `score`'s full rows: one row
-    per distinct user id (rows of one user are that user's one fold-in row), or per fold-in row
-    when `users` is None; as many full rows at a time as `memory_budget_mb` holds."""
-    n_rows, n_items = foldin.shape
-    step = batch_size_for(n_items, memory_budget_mb)
-    out = np.empty(items.shape, dtype=np.float64)
+    """Scores (B, m) of items[b] for the b-th fold-in row, read from `score`'s full rows
+    (`scored_batches`): one row per distinct user id (rows of one user are that user's one
+    fold-in row), or per fold-in row when `users` is None."""
     if users is None:
-        for start in range(0, n_rows, step):
-            part = slice(start, start + step)
-            out[part] = np.take_along_axis(np.asarray(score(foldin[part], None)), items[part],
-                                           axis=1)
-        return out
-    unique, first, inverse = np.unique(np.asarray(users), return_index=True, return_inverse=True)
-    for start in range(0, len(unique), step):
-        rows = np.asarray(score(foldin[first[start:start + step]], unique[start:start + step]))
-        mine = np.flatnonzero((inverse >= start) & (inverse < start + step))
-        out[mine] = rows[inverse[mine, None] - start, items[mine]]
+        rows, inverse = foldin, np.arange(foldin.shape[0])
+    else:
+        users, first, inverse = np.unique(np.asarray(users), return_index=True,
+                                          return_inverse=True)
+        rows = foldin[first]
+    out = np.empty(items.shape, dtype=np.float64)
+    for part, scores in scored_batches(score, rows, users, owner="score_items",
+                                       memory_budget_mb=memory_budget_mb):
+        mine = np.flatnonzero((inverse >= part.start) & (inverse < part.stop))
+        out[mine] = scores[inverse[mine, None] - part.start, items[mine]]
     return out

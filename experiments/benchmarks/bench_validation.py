@@ -86,9 +86,7 @@ def synthetic_split(n_items: int, n_users: int, targets: int, seed: int) -> Spli
     rows = np.repeat(np.arange(n_users), 2 * targets)
     both = sp.csr_matrix((np.ones(rows.size, np.float32), (rows, cols.ravel())),
                          shape=(n_users, n_items))
-    both.data[:] = 1.0
-    foldin = both.copy()
-    held = sp.csr_matrix((n_users, n_items), dtype=np.float32)
+    both.data[:] = 1.0  # repeated draws summed: binary again
     order = np.argsort(rng.random(both.nnz))
     mask = np.zeros(both.nnz, bool)
     mask[order[: both.nnz // 2]] = True
