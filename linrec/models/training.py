@@ -40,7 +40,8 @@ CHECKPOINT_FILE = "checkpoint.pt"
 #: the driver's keys of a checkpoint; the trainer's state dict fills the rest
 _KEYS = ("fingerprint", "epoch", "finished", "stop_reason", "params", "schedule", "history",
          "best_state", "best_epoch")
-#: config fields that do not change a fit's numbers (not part of the fingerprint)
+#: config fields that do not change a fit's numbers (not part of the fingerprint); the device
+#: is one only on the CPU: a GPU draws other random streams and sums in other orders
 _RUNTIME_FIELDS = ("checkpoint_dir", "resume", "device", "num_threads")
 
 
@@ -171,10 +172,15 @@ class TrainingLog:
 def fingerprint(config: Mapping[str, Any], train: sp.csr_matrix,
                 validation: Callable[..., float] | None) -> str:
     """Hash of everything a fit's numbers depend on: the model config (without the runtime
-    fields), the training matrix and what the validation callback measures (its
-    `fingerprint`: split, metric, seed)."""
+    fields), the kind of device when it is not the CPU ("cuda" for every "cuda:<n>"), the
+    training matrix and what the validation callback measures (its `fingerprint`: split,
+    metric, seed). A fit on a GPU thus never continues a CPU fit's checkpoint, nor the other
+    way round (their random generators' states do not transfer)."""
     digest = hashlib.sha256()
     kept = {k: v for k, v in config.items() if k not in _RUNTIME_FIELDS}
+    device_kind = str(config.get("device", "cpu")).partition(":")[0]
+    if device_kind != "cpu":
+        kept["device"] = device_kind
     digest.update(json.dumps(kept, sort_keys=True, default=str).encode())
     for array in (train.indptr, train.indices):
         digest.update(np.ascontiguousarray(array).tobytes())

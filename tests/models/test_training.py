@@ -182,6 +182,17 @@ def test_the_fingerprint_ignores_runtime_fields_and_sees_the_rest():
         training.fingerprint({**base, "lr": 0.2}, TRAIN, None)
 
 
+def test_a_gpu_fit_has_its_own_fingerprint_and_a_cpu_fit_the_one_it_had():
+    """A fit on a GPU never continues a CPU fit's checkpoint (nor the other way round), and
+    the CPU's fingerprint stays the hash without a device, so that existing checkpoints
+    resume."""
+    cpu = {"lr": 0.1, "device": "cpu"}
+    on = {device: training.fingerprint({**cpu, "device": device}, TRAIN, None)
+          for device in ("cpu", "cuda", "cuda:0", "cuda:1")}
+    assert on["cpu"] == training.fingerprint({"lr": 0.1}, TRAIN, None)
+    assert on["cuda"] == on["cuda:0"] == on["cuda:1"] != on["cpu"]
+
+
 class Exploding(LeastSquares):
     def __init__(self, at_epoch: int, step: int | None) -> None:
         super().__init__()
