@@ -115,6 +115,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.fixture(params=["cpu", "cuda"])
+def device(request) -> str:
+    """The torch device a torch model's test runs on: every such test runs on the CPU, and again
+    on a CUDA device where there is one (skipped where there is none)."""
+    if request.param == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            pytest.skip("no CUDA device")
+    return request.param
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache_home(tmp_path_factory, monkeypatch):
     """No test reads or writes the user's cache (splits, spectra, checkpoints): each gets an

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
@@ -70,6 +71,34 @@ def binary_pattern(matrix: Any, where: str, n_items: int | None = None) -> sp.cs
     csr.sum_duplicates()
     csr.data = np.ones_like(csr.data, dtype=np.float64)
     return csr
+
+
+def on_cpu(attributes: dict[str, Any]) -> dict[str, Any]:
+    """A model's attributes with every torch tensor in them (also inside dicts, lists and tuples)
+    copied to the CPU, and a config with a `device` field set to "cpu"; what is not a tensor is
+    kept as it is. torch is only looked up if it was imported (without it there are no
+    tensors)."""
+    torch = sys.modules.get("torch")
+
+    def portable(value: Any) -> Any:
+        if torch is not None and isinstance(value, torch.Tensor):
+            if value.device.type == "cpu":
+                return value
+            copy = value.detach().cpu()
+            if isinstance(value, torch.nn.Parameter):
+                return torch.nn.Parameter(copy, requires_grad=value.requires_grad)
+            return copy.requires_grad_(value.requires_grad)
+        if isinstance(value, dict):
+            return {key: portable(item) for key, item in value.items()}
+        if isinstance(value, list | tuple) and not hasattr(value, "_fields"):
+            return type(value)(portable(item) for item in value)
+        return value
+
+    state = {key: portable(value) for key, value in attributes.items()}
+    config = state.get("config")
+    if dataclasses.is_dataclass(config) and "device" in config.__dataclass_fields__:
+        state["config"] = dataclasses.replace(config, device="cpu")
+    return state
 
 
 class Recommender(ABC):
@@ -254,9 +283,11 @@ class Recommender(ABC):
     # -- persistence --------------------------------------------------------------------------
 
     def save(self, path: str | Path) -> None:
-        """Write the fitted model to `path` (pickle of its attributes, atomically)."""
+        """Write the fitted model to `path` (pickle of its attributes, atomically). A model
+        trained on a GPU is written as if trained on the CPU (`on_cpu`), so that it loads and
+        scores on a machine without one."""
         with atomic_open(path, "wb") as fh:
-            pickle.dump(self.__dict__, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(on_cpu(self.__dict__), fh, protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
     def load(cls, path: str | Path) -> Recommender:

@@ -65,8 +65,8 @@ def squared_norm_with_l2(grad: Any, weights: Any, reg: float) -> float:
     if grad.is_sparse:  # coalesced, as the sparse Adam gets it (and no L2 term: reg = 0)
         return float(torch.linalg.vector_norm(grad.values(), dtype=torch.float64) ** 2)
     if grad.device.type != "cpu":
-        return float(torch.linalg.vector_norm(grad.add(weights, alpha=reg), dtype=torch.float64)
-                     ** 2)
+        return float(torch.linalg.vector_norm(  # in float64 from the sum on, as on a CPU
+            grad.double().add(weights.detach().double(), alpha=reg)) ** 2)
     from linrec.models import _mf_kernels
 
     rows = np.empty(grad.shape[0])
@@ -79,7 +79,7 @@ def square_sum(values: Any) -> float:
     """Σ values² of a (k, d) tensor in float64, summed in any order (within (k·d)·2⁻⁵² of the
     exact sum, relatively): one read on a CPU, without torch's float64 copy."""
     if values.device.type != "cpu" or values.dtype not in (torch.float32, torch.float64):
-        return float(values.double().square().sum())
+        return float(values.detach().double().square().sum())
     from linrec.models import _mf_kernels
 
     return float(_mf_kernels.square_sum(values.detach().contiguous().numpy()))

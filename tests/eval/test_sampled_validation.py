@@ -87,8 +87,8 @@ def test_a_models_sampled_ranks_are_the_evaluators(small_split: Split, model):
     assert exact.fingerprint != score.fingerprint  # a checkpoint of one is not the other's
 
 
-def test_mf_scores_pairs_as_its_full_rows(small_split: Split):
-    model = MF(epochs=1, sampling={"n_negatives": 8}).fit(small_split.train)
+def test_mf_scores_pairs_as_its_full_rows(small_split: Split, device: str):
+    model = MF(epochs=1, sampling={"n_negatives": 8}, device=device).fit(small_split.train)
     users = np.array([3, 3, 7, 0])
     items = np.random.default_rng(0).integers(0, small_split.n_items, (4, 9))
     foldin = small_split.train[users]

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 import linrec.models.mf as mf_module
 from linrec.data.pipeline import prepare_data
@@ -56,11 +57,11 @@ def fit(split, tmp_path, name: str = "run", validation: bool = True, **params):
     {"sampling": {"negatives": "shared", "n_negatives": 40}, "optimizer": "sparse_adam",
      "reg_mode": "batch_rows"},
 ], ids=["per_example", "shared", "full catalogue", "debiased with dropout", "sparse adam"])
-def test_same_seed_same_fit_and_another_seed_another(split, tmp_path, setting):
-    """Bitwise equal on two threads (the bmm backward this replaced was not)."""
-    a = fit(split, tmp_path, "a", epochs=3, num_threads=2, **setting)
-    b = fit(split, tmp_path, "b", epochs=3, num_threads=2, **setting)
-    c = fit(split, tmp_path, "c", epochs=3, num_threads=2, seed=1, **setting)
+def test_same_seed_same_fit_and_another_seed_another(split, tmp_path, setting, device):
+    """Bitwise equal on two threads (the bmm backward this replaced was not) and on a GPU."""
+    a = fit(split, tmp_path, "a", epochs=3, num_threads=2, device=device, **setting)
+    b = fit(split, tmp_path, "b", epochs=3, num_threads=2, device=device, **setting)
+    c = fit(split, tmp_path, "c", epochs=3, num_threads=2, seed=1, device=device, **setting)
     np.testing.assert_array_equal(a.item_embeddings_, b.item_embeddings_)
     np.testing.assert_array_equal(a.user_embeddings_, b.user_embeddings_)
     assert [e["loss"] for e in a.history_] == [e["loss"] for e in b.history_]
@@ -106,7 +107,8 @@ SPARSE = {"optimizer": "sparse_adam", "reg_mode": "batch_rows",
 ], ids=["after a checkpoint", "mid-epoch", "mid-epoch, sparse adam"])
 def test_a_killed_run_resumes_to_the_numbers_of_an_uninterrupted_one(split, tmp_path,
                                                                      monkeypatch, kill,
-                                                                     settings):
+                                                                     settings, device):
+    settings = {**settings, "device": device}
     whole = fit(split, tmp_path, "whole", epochs=5, **settings)
     with monkeypatch.context() as patch:
         kill(patch)
@@ -232,13 +234,37 @@ def test_eval_every_validates_on_its_epochs_and_the_last(split, tmp_path):
     assert len(calls) == 3 and model.best_epoch_ == 7
 
 
-def test_dot_scores_are_the_inner_products_over_the_temperature(split, tmp_path):
+def test_dot_scores_are_the_inner_products_over_the_temperature(split, tmp_path, device):
     model = fit(split, tmp_path, "dot", validation=False, epochs=2, similarity="dot",
-                temperature=0.5, loss={"name": "bpr"})
+                temperature=0.5, loss={"name": "bpr"}, device=device)
     users = split.test.users
     expected = model.user_embeddings_[users] @ model.item_embeddings_.T / 0.5
     np.testing.assert_allclose(model.score(split.test.foldin, users), expected, rtol=1e-5,
                                atol=1e-6)
+
+
+def _tensors(value) -> list:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in _tensors(item)]
+    if isinstance(value, list | tuple):
+        return [t for item in value for t in _tensors(item)]
+    return []
+
+
+def test_a_model_trained_on_any_device_is_saved_to_score_on_the_cpu(split, tmp_path, device):
+    """A model trained on a GPU is written with its tables on the CPU and device "cpu", so that
+    a machine without a GPU loads it and scores as the trained model did."""
+    model = fit(split, tmp_path, "saved", epochs=1, device=device)
+    model.save(tmp_path / "model.pkl")
+    loaded = MF.load(tmp_path / "model.pkl")
+    tensors = _tensors(loaded.__dict__)
+    assert tensors and all(t.device.type == "cpu" for t in tensors)
+    assert loaded.config.device == "cpu" and model.config.device == device
+    users = split.test.users
+    np.testing.assert_allclose(loaded.score(split.test.foldin, users),
+                               model.score(split.test.foldin, users), rtol=1e-5, atol=1e-6)
 
 
 def test_batch_rows_penalises_the_batch_user_and_positive_rows(split, tmp_path):

@@ -1,8 +1,9 @@
 """What the MF trainer hands its loss, recomputed from the embedding tables alone: on each
 scoring path (full catalogue, shared negatives, per-example negatives through `sampled_dot`),
 with cosine or dot scores over the temperature, the log sampling probabilities, the prior τ⁺ of
-each user and the score floor. The draws are taken from the sampler as it made them; every
-number a loss receives is then checked in float64 against numpy, not against the trainer."""
+each user and the score floor, on the CPU and on a CUDA device. The draws are taken from the
+sampler as it made them; every number a loss receives is then checked in float64 against numpy,
+not against the trainer."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ def train():
 
 def _loss_inputs(model: MF, train, monkeypatch) -> tuple[dict, dict, torch.Tensor, MFTrainer]:
     """(the arguments of the loss's one call on a batch, the sampler's draws, the batch,
-    the trainer)."""
-    generator = torch.Generator().manual_seed(0)
+    the trainer), on the model's device."""
+    generator = torch.Generator(device=model.device).manual_seed(0)
     model._init_tables(*train.shape, generator)
     trainer = MFTrainer(model, train, generator)
     # tables far from their small initialisation, so that every score is distinct
@@ -52,7 +53,7 @@ def _loss_inputs(model: MF, train, monkeypatch) -> tuple[dict, dict, torch.Tenso
         monkeypatch.setattr(trainer.sampler, name,
                             lambda users, draw=draw, name=name: drawn.setdefault(name,
                                                                                  draw(users)))
-    batch = torch.arange(5, 5 + 3 * 17, 3)
+    batch = torch.arange(5, 5 + 3 * 17, 3, device=model.device)
     with torch.no_grad():
         trainer._batch_loss(batch)
     assert len(calls) == 1
@@ -60,7 +61,7 @@ def _loss_inputs(model: MF, train, monkeypatch) -> tuple[dict, dict, torch.Tenso
 
 
 def _np(x) -> np.ndarray:
-    return x.detach().double().numpy()
+    return x.detach().cpu().double().numpy()
 
 
 def _same_products(got, want: np.ndarray, magnitude: np.ndarray) -> None:
@@ -96,9 +97,9 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_the_loss_gets_the_scores_of_the_tables(train, monkeypatch, tmp_path, case):
+def test_the_loss_gets_the_scores_of_the_tables(train, monkeypatch, tmp_path, case, device):
     settings = CASES[case]
-    model = MF(dropout=0.0, checkpoint_dir=str(tmp_path), **settings)
+    model = MF(dropout=0.0, checkpoint_dir=str(tmp_path), device=device, **settings)
     got, drawn, batch, trainer = _loss_inputs(model, train, monkeypatch)
     cosine, t = model.similarity == "cosine", model.temperature
     users = _np(trainer.pair_users[batch]).astype(int)

@@ -1,6 +1,7 @@
 """The MF trainer's custom autograd ops (linrec.models.mf_ops) against the plain torch
 formulas in float64: values, gradients (finite differences), both forward paths of
-sampled_dot, and results that do not depend on thread timing."""
+sampled_dot, and results that do not depend on thread timing; on the CPU and on a CUDA device
+where there is one."""
 
 from __future__ import annotations
 
@@ -11,19 +12,23 @@ import torch.nn.functional as F
 from linrec.models.mf_ops import normalize_rows, sampled_dot, squared_norm_with_l2
 
 
-def _tensors(batch: int, n: int, n_items: int, dim: int = 5, seed: int = 0):
+def _tensors(batch: int, n: int, n_items: int, dim: int = 5, seed: int = 0,
+             device: str = "cpu"):
+    """rows (batch, dim) and table (n_items, dim) in float64 requiring gradients, index
+    (batch, n), drawn on the CPU and placed on `device`."""
     g = torch.Generator().manual_seed(seed)
-    rows = torch.randn(batch, dim, generator=g, dtype=torch.float64, requires_grad=True)
-    table = torch.randn(n_items, dim, generator=g, dtype=torch.float64, requires_grad=True)
+    rows = torch.randn(batch, dim, generator=g, dtype=torch.float64)
+    table = torch.randn(n_items, dim, generator=g, dtype=torch.float64)
     index = torch.randint(0, n_items, (batch, n), generator=g)
-    return rows, table, index
+    return (rows.to(device).requires_grad_(), table.to(device).requires_grad_(),
+            index.to(device))
 
 
 @pytest.mark.parametrize("shape", [(7, 9, 11), (6, 30, 4), (1, 1, 1), (3, 5, 50)],
                          ids=["sparse", "dense (N > items)", "one", "few draws"])
-def test_sampled_dot_equals_the_gathered_product_with_its_gradients(shape):
-    rows, table, index = _tensors(*shape)
-    weights = torch.randn(index.shape, dtype=torch.float64)
+def test_sampled_dot_equals_the_gathered_product_with_its_gradients(shape, device):
+    rows, table, index = _tensors(*shape, device=device)
+    weights = torch.randn(index.shape, dtype=torch.float64).to(device)
     ours = sampled_dot(rows, table, index)
     reference = (table[index] * rows[:, None, :]).sum(-1)
     torch.testing.assert_close(ours, reference, rtol=0, atol=1e-12)
@@ -34,8 +39,8 @@ def test_sampled_dot_equals_the_gathered_product_with_its_gradients(shape):
     assert torch.autograd.gradcheck(lambda r, t: sampled_dot(r, t, index), (rows, table))
 
 
-def test_sampled_dot_only_computes_the_gradients_asked_for():
-    rows, table, index = _tensors(4, 6, 9)
+def test_sampled_dot_only_computes_the_gradients_asked_for(device):
+    rows, table, index = _tensors(4, 6, 9, device=device)
     (grad,) = torch.autograd.grad(sampled_dot(rows, table.detach(), index).sum(), rows)
     torch.testing.assert_close(grad, table.detach()[index].sum(1))
 
@@ -62,20 +67,31 @@ def test_sampled_dot_is_bitwise_reproducible_on_two_threads():
         torch.set_num_threads(previous)
 
 
-def test_normalize_rows_equals_f_normalize_with_its_gradient():
+def test_normalize_rows_equals_f_normalize_with_its_gradient(device):
     g = torch.Generator().manual_seed(1)
     x = torch.randn(8, 6, generator=g, dtype=torch.float64)
     x[3] *= 1e-14  # below EPS: only scaled, as F.normalize does
     x[5] = 0.0
-    x.requires_grad_(True)
-    weights = torch.randn(8, 6, generator=g, dtype=torch.float64)
+    x = x.to(device).requires_grad_(True)
+    weights = torch.randn(8, 6, generator=g, dtype=torch.float64).to(device)
     ours, reference = normalize_rows(x), F.normalize(x, dim=-1)
     torch.testing.assert_close(ours, reference, rtol=1e-15, atol=0)
     got = torch.autograd.grad((ours * weights).sum(), x)[0]
     want = torch.autograd.grad((reference * weights).sum(), x)[0]
     torch.testing.assert_close(got, want, rtol=1e-12, atol=0)
-    y = torch.randn(5, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(5, 4, generator=g, dtype=torch.float64).to(device).requires_grad_(True)
     assert torch.autograd.gradcheck(normalize_rows, (y,))
+
+
+def test_the_clipping_norm_is_the_float64_norm_of_the_l2_gradient(device):
+    """‖grad + reg·weights‖² of a table, against numpy's float64 sum, with the weights requiring
+    gradients (as the trainer's tables do)."""
+    g = torch.Generator().manual_seed(4)
+    weights = torch.randn(300, 16, generator=g).to(device).requires_grad_(True)
+    grad = torch.randn(300, 16, generator=g).to(device)
+    got = squared_norm_with_l2(grad, weights, 0.3)
+    want = ((grad.cpu().double().numpy() + 0.3 * weights.detach().cpu().double().numpy()) ** 2)
+    assert got == pytest.approx(want.sum(), rel=1e-12)
 
 
 def test_the_compiled_row_passes_do_not_depend_on_the_thread_count():
@@ -100,7 +116,7 @@ def test_the_compiled_row_passes_do_not_depend_on_the_thread_count():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_square_sum_is_the_float64_sum_of_squares_within_its_error_bound(dtype):
+def test_square_sum_is_the_float64_sum_of_squares_within_its_error_bound(dtype, device):
     """square_sum (any summation order) agrees with an exactly rounded float64 sum of squares
     (math.fsum) within the (k·d)·2⁻⁵² relative bound the clipping check pads for, on a
     non-contiguous view too; an empty tensor sums to 0."""
@@ -109,8 +125,9 @@ def test_square_sum_is_the_float64_sum_of_squares_within_its_error_bound(dtype):
     from linrec.models.mf_ops import square_sum
 
     generator = torch.Generator().manual_seed(3)
-    values = torch.randn((301, 64), generator=generator, dtype=dtype) * 1e3
+    values = (torch.randn((301, 64), generator=generator, dtype=dtype) * 1e3).to(device)
+    values.requires_grad_(True)  # as the trainer's tables
     for tensor in (values, values[::2, 1:40], values[:0]):
-        exact = math.fsum(float(v) ** 2 for v in tensor.reshape(-1).double())
+        exact = math.fsum(float(v) ** 2 for v in tensor.detach().reshape(-1).cpu().double())
         got = square_sum(tensor)
         assert abs(got - exact) <= tensor.numel() * 2.0 ** -52 * exact, (got, exact)

@@ -191,21 +191,52 @@ def test_gradcheck_of_the_bpr_loss() -> None:
     assert torch.autograd.gradcheck(loss, (alpha, head), eps=1e-6, atol=1e-6)
 
 
-def test_training_is_deterministic() -> None:
-    one = LearnedLambda(**BASE, head_tail=True, dropout=0.5, epochs=3).fit(TRAIN)
-    two = LearnedLambda(**BASE, head_tail=True, dropout=0.5, epochs=3).fit(TRAIN)
+def test_training_is_deterministic(device: str) -> None:
+    one = LearnedLambda(**BASE, head_tail=True, dropout=0.5, epochs=3, device=device).fit(TRAIN)
+    two = LearnedLambda(**BASE, head_tail=True, dropout=0.5, epochs=3, device=device).fit(TRAIN)
     np.testing.assert_array_equal(one.alpha_, two.alpha_)
     np.testing.assert_array_equal(one.head_, two.head_)
 
 
-def test_a_killed_fit_resumes_to_the_numbers_of_an_uninterrupted_one(tmp_path,
-                                                                     monkeypatch) -> None:
+@pytest.mark.parametrize("model", [
+    lambda device: LearnedLambda(**BASE, head_tail=True, rmd=True, dropout=0.5, epochs=3,
+                                 device=device),
+    lambda device: NearbyItemItem(base="edlae", base_params={"p": 0.3, "lam": 2.0,
+                                                             "dtype": "float64"},
+                                  sparsify=True, sparsify_threshold=0.0, dtype="float64",
+                                  bpr_scale=1.0, batch_size=32, n_pairs=8, epochs=3,
+                                  device=device),
+], ids=["learned lambda", "nearby sparse"])
+def test_a_fit_on_cuda_is_the_fit_on_the_cpu(model, device: str) -> None:
+    """The batches, pairs and dropout are drawn on the CPU whatever the device, so a float64 fit
+    on a GPU ends where the CPU's does, to rounding."""
+    if device == "cpu":
+        pytest.skip("compares a fit on a CUDA device with the CPU's")
+    on_cpu, on_device = model("cpu").fit(TRAIN), model(device).fit(TRAIN)
+    np.testing.assert_allclose(on_device.loss_history_, on_cpu.loss_history_, rtol=1e-9)
+    np.testing.assert_allclose(on_device.score(FOLDIN), on_cpu.score(FOLDIN), rtol=1e-9,
+                               atol=1e-12)
+
+
+def test_a_model_trained_on_any_device_is_saved_to_score_on_the_cpu(tmp_path,
+                                                                   device: str) -> None:
+    model = LearnedLambda(**BASE, head_tail=True, epochs=2, device=device).fit(TRAIN)
+    model.save(tmp_path / "model.pkl")
+    loaded = LearnedLambda.load(tmp_path / "model.pkl")
+    tensors = [value for value in loaded.__dict__.values() if isinstance(value, torch.Tensor)]
+    tensors += list(loaded.params_.values())
+    assert all(t.device.type == "cpu" for t in tensors) and loaded.config.device == "cpu"
+    np.testing.assert_allclose(loaded.score(FOLDIN), model.score(FOLDIN), rtol=1e-9, atol=1e-12)
+
+
+def test_a_killed_fit_resumes_to_the_numbers_of_an_uninterrupted_one(tmp_path, monkeypatch,
+                                                                     device: str) -> None:
     """The nearby models train under the epoch driver: a fit killed after epoch 2's checkpoint
     continues from it and ends where an uninterrupted fit does (dropout and pair draws
     included)."""
     from linrec.models.training import EpochDriver
 
-    params = dict(**BASE, head_tail=True, dropout=0.5, epochs=4)
+    params = dict(**BASE, head_tail=True, dropout=0.5, epochs=4, device=device)
     whole = LearnedLambda(**params, checkpoint_dir=str(tmp_path / "whole")).fit(TRAIN)
     real_save = EpochDriver._save
 
