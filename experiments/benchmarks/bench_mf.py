@@ -18,6 +18,9 @@ the shared target is shown for both optimizers.
     python experiments/benchmarks/bench_mf.py            # steps timed, epochs extrapolated
     python experiments/benchmarks/bench_mf.py --epoch    # and one whole epoch of each mode
     python experiments/benchmarks/bench_mf.py --quick
+    python experiments/benchmarks/bench_mf.py --device cuda   # every row on a GPU (the
+                                                              # reference too); the targets
+                                                              # are the CPU's
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ def reference_step(users_t, items_t, batch, n_negatives, generator, optimizer,
     import torch.nn.functional as F
 
     users, positives = batch
-    negatives = torch.randint(items_t.shape[0], (len(users), n_negatives), generator=generator)
+    negatives = torch.randint(items_t.shape[0], (len(users), n_negatives), generator=generator,
+                              device=items_t.device)
     optimizer.zero_grad()
     u = F.normalize(users_t[users], dim=-1)
     pos = F.normalize(items_t[positives], dim=-1)
@@ -83,7 +87,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60, help="training steps timed per mode")
     parser.add_argument("--epoch", action="store_true", help="also time one whole epoch")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="cpu | cuda | cuda:<n>")
     args = parser.parse_args()
+    device = args.device
+
+    def synchronized() -> float:
+        """The clock once the device has finished what it was given."""
+        if device != "cpu":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
+
     n_users, n_items, n_pairs = (3000, 4000, 80_000) if args.quick else (29_858, 40_981, 810_128)
     torch.set_num_threads(args.threads)
     keep_freed_memory()  # as the trainer does: the reference runs under the same allocator
@@ -91,29 +104,31 @@ def main() -> None:
     batch_size, n_neg, dim = 512, 800, 64
     steps_per_epoch = -(-train.nnz // batch_size)
     print(f"data: {n_users} users, {n_items} items, {train.nnz} training pairs; batch "
-          f"{batch_size}, {n_neg} negatives, d {dim}, cosine, CCL, {args.threads} threads; "
+          f"{batch_size}, {n_neg} negatives, d {dim}, cosine, CCL, {args.threads} threads, "
+          f"device {device}; "
           f"{steps_per_epoch} steps per epoch")
     rows = []
     epochs: dict[str, float] = {}
 
     # -- the reference
-    g = torch.Generator().manual_seed(0)
-    users_t = (torch.randn((n_users, dim), generator=g) * 1e-4).requires_grad_(True)
-    items_t = (torch.randn((n_items, dim), generator=g) * 1e-4).requires_grad_(True)
+    g = torch.Generator(device=device).manual_seed(0)
+    users_t = (torch.randn((n_users, dim), generator=g, device=device) * 1e-4).requires_grad_()
+    items_t = (torch.randn((n_items, dim), generator=g, device=device) * 1e-4).requires_grad_()
     opt = torch.optim.Adam([users_t, items_t], lr=1e-4)
-    pair_users = torch.as_tensor(np.repeat(np.arange(n_users), np.diff(train.indptr)))
-    pair_items = torch.as_tensor(train.indices.astype(np.int64))
-    order = torch.randperm(len(pair_users), generator=g)
+    pair_users = torch.as_tensor(np.repeat(np.arange(n_users), np.diff(train.indptr)),
+                                 device=device)
+    pair_items = torch.as_tensor(train.indices.astype(np.int64), device=device)
+    order = torch.randperm(len(pair_users), generator=g, device=device)
 
     def ref_batch(k):
         idx = order[(k * batch_size) % len(order):][:batch_size]
         return pair_users[idx], pair_items[idx]
 
     reference_step(users_t, items_t, ref_batch(0), n_neg, g, opt)  # warm-up
-    t0 = time.perf_counter()
+    t0 = synchronized()
     for k in range(args.steps):
         reference_step(users_t, items_t, ref_batch(k + 1), n_neg, g, opt)
-    ref_step = (time.perf_counter() - t0) / args.steps
+    ref_step = (synchronized() - t0) / args.steps
     rows.append(("reference (SimpleX-style per-example CCL)", ref_step, batch_size / ref_step,
                  ref_step * steps_per_epoch, ""))
 
@@ -125,22 +140,23 @@ def main() -> None:
     for mode, (negatives, params) in modes.items():
         model = MF(dim=dim, batch_size=batch_size, epochs=1, num_threads=args.threads,
                    sampling={"n_negatives": n_neg, "negatives": negatives},
-                   resume=False, checkpoint_dir="/tmp/linrec-bench-mf", **params)
-        generator = torch.Generator().manual_seed(model.config.seed)
+                   resume=False, checkpoint_dir="/tmp/linrec-bench-mf", device=device,
+                   **params)
+        generator = torch.Generator(device=device).manual_seed(model.config.seed)
         model._init_tables(*train.shape, generator)
         trainer = MFTrainer(model, train.astype(np.float64), generator)
         batches = trainer._batches()
         trainer._step(next(batches))  # warm-up
-        t0 = time.perf_counter()
+        t0 = synchronized()
         for _, batch in zip(range(args.steps), batches, strict=False):
             trainer._step(batch)
-        per_step = (time.perf_counter() - t0) / args.steps
+        per_step = (synchronized() - t0) / args.steps
         note = f"{ref_step / per_step:.2f}x the reference" if negatives == "per_example" else ""
         epochs[mode] = per_step * steps_per_epoch
         if args.epoch:
-            t0 = time.perf_counter()
+            t0 = synchronized()
             trainer.train_epoch(1)
-            epochs[mode] = time.perf_counter() - t0
+            epochs[mode] = synchronized() - t0
             note += f"; measured epoch {epochs[mode]:.1f} s"
         if negatives == "per_example":
             speedup = ref_step / per_step
