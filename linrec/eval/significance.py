@@ -361,19 +361,45 @@ def user_sampling_estimate(
     return mean_ci(values[chosen], confidence, population_size=values.size, dist=dist)
 
 
+def sampled_users_targets(target_users: np.ndarray, n_sampled: int,
+                          rng: np.random.Generator) -> np.ndarray:
+    """The targets of n_sampled users drawn uniformly without replacement from the distinct
+    users of `target_users` (the user of each target, (M,)): every target of a drawn user, as
+    sorted int64 indices into the targets. With one target per user (leave-one-out) this draws
+    n_sampled targets."""
+    owners = np.asarray(target_users).ravel()
+    distinct, owner = np.unique(owners, return_inverse=True)
+    chosen = np.zeros(distinct.size, dtype=bool)
+    chosen[sample_users(distinct.size, n_sampled, rng)] = True
+    return np.flatnonzero(chosen[owner]).astype(np.int64)
+
+
 def user_sampled_curve(
     global_ranks: np.ndarray,
     n_sampled: int,
     metric: str,
     k_max: int,
     rng: np.random.Generator,
+    target_users: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Exact metric curve T@1..k_max of n_sampled users drawn without replacement from the M users
-    with the given global ranks (Li 2023, §2.8.6): float64 (k_max,)."""
+    """Exact target-level metric curve T@1..k_max over the targets of n_sampled users drawn
+    without replacement (Li 2023, §2.8.6): float64 (k_max,). global_ranks (M,): the 1-based
+    global rank of each target; target_users (M,): the user of each (None: each target is its own
+    user, as in leave-one-out)."""
     ranks = np.asarray(global_ranks).ravel()
     if ranks.size == 0 or np.any(ranks < 1):
         raise ConfigError("global_ranks must be a non-empty array of 1-based ranks")
-    chosen = ranks[sample_users(ranks.size, n_sampled, rng)].astype(np.int64)
-    top = chosen[chosen <= k_max]
-    p_hat = np.bincount(top - 1, minlength=k_max)[:k_max] / chosen.size
-    return curve(p_hat, metric, k_max)
+    if target_users is None:
+        target_users = np.arange(ranks.size)
+    elif np.asarray(target_users).size != ranks.size:
+        raise DataError(f"target_users has {np.asarray(target_users).size} entries for "
+                        f"{ranks.size} global ranks; give the user of each target")
+    return ranks_curve(ranks[sampled_users_targets(target_users, n_sampled, rng)], metric, k_max)
+
+
+def ranks_curve(global_ranks: np.ndarray, metric: str, k_max: int) -> np.ndarray:
+    """The exact target-level curve T@1..k_max of a set of 1-based global ranks: float64
+    (k_max,)."""
+    ranks = np.asarray(global_ranks, dtype=np.int64).ravel()
+    top = ranks[ranks <= k_max]
+    return curve(np.bincount(top - 1, minlength=k_max)[:k_max] / ranks.size, metric, k_max)

@@ -68,6 +68,13 @@ class SamplingStudyConfig(StudyConfig):
     runs: tuple[str, ...] = param((), doc="saved runs to study instead of training `models`: "
                                          "run directories, or directories below which every "
                                          "run with a ranks.npz is taken (one dataset)")
+    user_samples: tuple[int, ...] = param((1000, 5000, 10000), ge=1,
+                                          doc="user-sampling table: numbers of users drawn "
+                                              "(each with every target it has) and ranked "
+                                              "exactly; () skips the table")
+    user_sampling_estimator: str = param("mn_mes", doc="the item-sampling estimator the "
+                                                       "user-sampling table sets beside it "
+                                                       "(one of eval.sampled.estimators)")
 
     def check(self) -> None:
         if not self.runs:

@@ -6,7 +6,8 @@ evaluated once with the sampled block of `eval.sampled`, which the preset sets t
 sampled-rank sets per sample size (and adaptive sets) from the global ranks, exact in distribution
 (docs/concepts/sampled.md), with common random numbers across models. From those runs the study
 writes, under <run_dir>/tables/: average relative error over K = 1..k_max (mean ± std per setting,
-model, metric, estimator), winner accuracy counts, and the SHR@k vs HR@f(k) mapping tables.
+model, metric, estimator), winner accuracy counts, the SHR@k vs HR@f(k) mapping tables, and item
+sampling against user sampling (Li 2023, Tables 6–7).
 
 With `study.runs` the study trains nothing: it reads the test ranks.npz of saved runs (of one
 dataset and split; any model, any sweep) and simulates their sampled ranks the same way, so the
@@ -26,13 +27,14 @@ import scipy.sparse as sp
 
 from linrec.data.splits import EvalSet, Split
 from linrec.errors import ConfigError
-from linrec.eval.estimators.accuracy import winner_accuracy
+from linrec.eval.estimators.accuracy import average_relative_error, winner_accuracy
 from linrec.eval.estimators.mapping import aligned_curves, alignment_errors, mapping_function
 from linrec.eval.metrics import exact_metrics
 from linrec.eval.negatives import canonical_targets
 from linrec.eval.ranks import RankTable
 from linrec.eval.report import SplitReport
 from linrec.eval.sampled_block import SampledBlock, canonical_global_ranks
+from linrec.eval.significance import ranks_curve, sampled_users_targets
 from linrec.fitting import fit_and_evaluate
 from linrec.results import RANKS_FILE, RESULTS_FILE, read_results
 from linrec.studies.common import (
@@ -75,6 +77,7 @@ def _eval_config(config: Any, n_items: int) -> Any:
 
 def run(config: Any, run_dir: Path) -> None:
     study = config.study
+    _check_user_sampling(config)
     if study.runs:
         tests, test_set, dataset = _saved_tests(config, study.runs)
     else:
@@ -83,7 +86,9 @@ def run(config: Any, run_dir: Path) -> None:
     summary: dict[str, Any] = {"models": list(tests), "settings": list(_first(tests).sampled),
                                "are": _error_tables(tests, tables),
                                "winners": _winner_table(tests, study.winner_ks, tables),
-                               "mapping": _mapping_tables(tests, test_set, study, tables)}
+                               "mapping": _mapping_tables(tests, test_set, study, tables),
+                               "user_sampling": _user_sampling_table(tests, test_set, study,
+                                                                     config.seed, tables)}
     if study.runs:
         summary["saved_runs"] = {label: str(path) for label, path in _saved_runs(study.runs)}
     write_study_index(run_dir, config, dataset, summary)
@@ -282,4 +287,70 @@ def _mapping_tables(tests: dict[str, SplitReport], split: Any, study: Any,
         write_table(tables, "mapping_errors", list(error_rows[0]), error_rows,
                     "Alignment errors of the mapping functions (Li et al. 2020, App. A), "
                     "test split")
+    return summary
+
+
+def _check_user_sampling(config: Any) -> None:
+    """The user-sampling table's estimator is one the sampled block runs (checked before any
+    fit)."""
+    study, sampled = config.study, config.eval.sampled
+    if (study.user_samples and sampled.sample_sizes
+            and study.user_sampling_estimator not in sampled.estimators):
+        raise ConfigError(f"study.user_sampling_estimator={study.user_sampling_estimator!r} is "
+                          f"not among eval.sampled.estimators={list(sampled.estimators)}; name "
+                          "one of them, or set study.user_samples=[] to skip the table")
+
+
+#: the tag of the user-sampling draws' seed stream (default_rng([seed, tag, repeat]))
+_USER_SAMPLING_SEED_TAG = 0x05E2
+
+
+def _user_sampling_table(tests: dict[str, SplitReport], split: Any, study: Any, seed: int,
+                         tables: Path) -> dict[str, Any]:
+    """Item sampling against user sampling (Li 2023, §2.8.6, Tables 6–7): per model and metric,
+    the average relative error over K = 1..K max of `study.user_sampling_estimator` at each fixed
+    sample size, beside the exact metric of m randomly drawn users (every target of each, ranked
+    among all items) for each m of `study.user_samples`, mean ± std over the repeats. The users
+    drawn in a repeat are the same for every model."""
+    metrics, k_max, repeats = _protocol(tests)
+    target_users, _ = canonical_targets(split.test)  # a test row is a user
+    n_users = int(np.unique(target_users).size)
+    sizes = [m for m in study.user_samples if m < n_users]
+    if len(sizes) < len(study.user_samples):
+        log.warning("user samples %s are not below the %d test users and are skipped",
+                    [m for m in study.user_samples if m >= n_users], n_users)
+    name = study.user_sampling_estimator
+    item_settings = [s for s in _first(tests).sampled if s != "adaptive"]
+    if not study.user_samples:
+        return {}
+    global_ranks = {label: canonical_global_ranks(test.rank_table, split.test)
+                    for label, test in tests.items()}
+    errors = {(label, m, size): [] for label in tests for m in metrics for size in sizes}
+    for repeat in range(repeats):
+        rng = np.random.default_rng([seed, _USER_SAMPLING_SEED_TAG, repeat])
+        for size in sizes:
+            chosen = sampled_users_targets(target_users, size, rng)
+            for label, test in tests.items():
+                exact = next(iter(test.sampled.values())).exact_curves
+                for m in metrics:
+                    estimate = ranks_curve(global_ranks[label][chosen], m, k_max)
+                    errors[label, m, size].append(
+                        average_relative_error(estimate, exact[m], range(1, k_max + 1)))
+    rows, summary = [], {}
+    for label, test in tests.items():
+        for m in metrics:
+            row: dict[str, Any] = {"model": label, "metric": m}
+            cells = {f"item {s}": test.sampled[s].average_relative_errors(name, m)
+                     for s in item_settings}
+            cells.update({f"users={size}": np.asarray(errors[label, m, size])
+                          for size in sizes})
+            for column, values in cells.items():
+                mean, std = float(np.mean(values)), float(np.std(values))
+                row[column] = f"{mean:.2f}±{std:.2f}"
+                summary[f"{label}/{m}/{column}"] = {"mean": mean, "std": std}
+            rows.append(row)
+    write_table(tables, "user_sampling", list(rows[0]), rows,
+                f"Average relative error (%) over K=1..{k_max}, test split: item sampling "
+                f"({name}) against the exact metric of randomly drawn users, {repeats} repeats "
+                f"(of {n_users} test users)")
     return summary

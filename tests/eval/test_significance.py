@@ -27,6 +27,7 @@ from linrec.eval.significance import (
     proportion_ci,
     sample_size_proportion,
     sample_users,
+    sampled_users_targets,
     sign_test,
     two_proportion_z,
     two_sample_t,
@@ -260,6 +261,25 @@ def test_user_sampling_estimate_and_curve() -> None:
     chosen = global_ranks[sample_users(3000, 500, np.random.default_rng(5))]
     want = [np.mean((chosen <= k) / np.log2(chosen + 1)) for k in range(1, 21)]
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_user_sampling_keeps_every_target_of_a_drawn_user() -> None:
+    """With several targets per user (a holdout split), m users are drawn and the curve is over
+    all their targets; each user's targets are kept or dropped together."""
+    rng = np.random.default_rng(6)
+    owners = np.repeat(np.arange(300), rng.integers(1, 6, size=300))  # 1-5 targets per user
+    global_ranks = rng.integers(1, 100, size=owners.size)
+    chosen = sampled_users_targets(owners, 40, np.random.default_rng(2))
+    kept = set(owners[chosen].tolist())
+    assert len(kept) == 40
+    assert all((owners[i] in kept) == (i in set(chosen.tolist())) for i in range(owners.size))
+    got = user_sampled_curve(global_ranks, 40, "recall", 30, np.random.default_rng(2),
+                             target_users=owners)
+    ranks = [r for r, u in zip(global_ranks, owners, strict=True) if u in kept]
+    want = [sum(r <= k for r in ranks) / len(ranks) for k in range(1, 31)]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    with pytest.raises(DataError, match="target_users has 3 entries for"):
+        user_sampled_curve(global_ranks, 4, "recall", 5, rng, target_users=owners[:3])
 
 
 def test_bad_input() -> None:

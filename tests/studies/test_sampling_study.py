@@ -15,7 +15,8 @@ STUDY = ["experiment=sampling_study", *SMALL_DATA, "quiet=true", "~study.models"
          "eval.sampled.sample_sizes=[20,50]", "eval.sampled.adaptive.n0=10",
          "eval.sampled.adaptive.n_max=40", "eval.sampled.repeats=4", "eval.sampled.k_max=10",
          "eval.sampled.estimators=[naive,bv,mle,mn_mle]", "study.winner_ks=[5,10]",
-         "study.mappings=[linear,bound,beta@0.5,beta_p]", "study.mapping_ks=[1,5,10]"]
+         "study.mappings=[linear,bound,beta@0.5,beta_p]", "study.mapping_ks=[1,5,10]",
+         "study.user_samples=[50,200]", "study.user_sampling_estimator=mn_mle"]
 
 
 def test_sampling_study(tmp_path):
@@ -48,6 +49,45 @@ def test_sampling_study(tmp_path):
         assert "test split" in (tables / f"{name}.md").read_text().splitlines()[0], name
     mapping = (tables / "mapping_ease_n20.md").read_text()
     assert "HR@bound" in mapping and "SHR" in mapping
+
+
+def test_the_user_sampling_table_against_a_count_over_the_drawn_users(tmp_path):
+    """Each cell of the user-sampling table recomputed from the run's ranks.npz: every repeat
+    draws m of the test users (the same for every model; every target of each), Recall@K over
+    their targets is counted directly, and its relative error to the count over all targets is
+    averaged over K = 1..10; the item columns are the ARE table's cells."""
+    import numpy as np
+
+    from linrec.eval.ranks import RankTable
+    from linrec.studies import sampling_study
+
+    cfg = compose_config(*STUDY, "+study.models={pop: {name: most_popular}, "
+                                 "ease: {name: ease, lam: 50.0}}")
+    run(cfg, run_dir=tmp_path / "run")
+    summary = json.loads((tmp_path / "run" / "study.json").read_text())["summary"]
+    table = (tmp_path / "run" / "tables" / "user_sampling.md").read_text()
+    assert "test split" in table.splitlines()[0] and "mn_mle" in table.splitlines()[0]
+    draws = {m: [] for m in (50, 200)}
+    for repeat in range(4):
+        rng = np.random.default_rng([cfg.seed, sampling_study._USER_SAMPLING_SEED_TAG, repeat])
+        for m in (50, 200):
+            draws[m].append(set(rng.choice(400, size=m, replace=False).tolist()))
+    for model in ("pop", "ease"):
+        ranks = RankTable.load_npz(tmp_path / "run" / "runs" / model / "ranks.npz")
+        users, global_ranks = np.asarray(ranks.rows), np.asarray(ranks.ranks)
+        truth = [np.mean(global_ranks <= k) for k in range(1, 11)]
+        for m in (50, 200):
+            errors = []
+            for chosen in draws[m]:
+                kept = [r for u, r in zip(users, global_ranks, strict=True) if u in chosen]
+                recall = [sum(r <= k for r in kept) / len(kept) for k in range(1, 11)]
+                errors.append(100 * np.mean([abs(a - b) / b if b > 0 else 0.0
+                                             for a, b in zip(recall, truth, strict=True)]))
+            cell = summary["user_sampling"][f"{model}/recall/users={m}"]
+            assert cell["mean"] == pytest.approx(np.mean(errors), rel=1e-9)
+            assert cell["std"] == pytest.approx(np.std(errors), rel=1e-9, abs=1e-12)
+        assert summary["user_sampling"][f"{model}/ndcg/item n=20"] == \
+            summary["are"][f"n=20/{model}/ndcg/mn_mle"]
 
 
 def test_study_and_run_draw_the_same_simulated_samples(tmp_path):
@@ -112,6 +152,8 @@ def test_the_study_of_saved_runs_is_the_study_that_trained_them(tmp_path):
         ("study.mappings=[beta]", r"study.mappings: 'beta' is unknown"),
         ("study.models.ease.lam=-1.0", r"ease.lam=-1.0 is out of range"),
         ("eval.sampled.enabled=false", r"needs eval.sampled.enabled=true"),
+        ("study.user_sampling_estimator=mes",
+         r"study.user_sampling_estimator='mes' is not among eval.sampled.estimators"),
     ],
 )
 def test_sampling_study_config_errors_come_before_any_fit(tmp_path, monkeypatch, override, match):
@@ -147,6 +189,7 @@ def test_sampling_study_estimators_assume_the_sampling_scheme(tmp_path, monkeypa
     monkeypatch.setattr(block_module, "estimate_samples", spy)
     cfg = compose_config(*STUDY, "+study.models={pop: {name: most_popular}}",
                          "eval.sampled.sample_sizes=[20]", "eval.sampled.estimators=[naive,mle]",
+                         "study.user_sampling_estimator=mle",
                          f"eval.sampled.replace={str(replace).lower()}")
     run(cfg, run_dir=tmp_path / "run")
     assert len(seen) == 2 and set(seen) == {scheme}  # one call for n=20, one for adaptive
