@@ -114,6 +114,10 @@ class EvalConfig(Params):
     memory_budget_mb: int = param(512, gt=0, doc="score matrix budget per batch")
     splits: tuple[str, ...] = param(("valid", "test"), choices=("valid", "test"),
                                     doc="splits to evaluate")
+    exclude_foldin: bool = param(True, doc="true: a user's fold-in (training) items are not "
+                                           "ranked; false: they compete with the held-out items "
+                                           "among all items (Li et al. 2020's binom/hyper "
+                                           "protocol)")
     validation: ValidationConfig = field(default_factory=ValidationConfig)
     save_per_user: bool = param(False, doc="write per_user_<split>.parquet: a row per user and "
                                            "exact metric (needs pyarrow: linrec[parquet])")
@@ -128,6 +132,10 @@ class EvalConfig(Params):
                                   "pip install 'linrec[parquet]'") from exc
         if not self.ks:
             raise ConfigError("eval.ks is empty; give at least one cut-off K >= 1")
+        if not self.exclude_foldin and self.sampled.pool == "non_interacted":
+            from linrec.eval.sampled_ranks import _RANKED_FOLDIN_POOL
+
+            raise ConfigError(_RANKED_FOLDIN_POOL)
         if not self.metrics:
             raise ConfigError(f"eval.metrics is empty; choose from {list(EXACT_METRICS)}")
         name, k = parse_metric_key(self.selection, where="eval.selection")

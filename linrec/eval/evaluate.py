@@ -35,7 +35,9 @@ def _plan(split: Split, config: EvalConfig) -> dict[str, tuple[EvalSet, SampledB
     config.ks_for(split.n_items)
     sampled = config.sampled
     with_block = sampled.enabled and bool(sampled.settings())
-    return {name: (evalset, SampledBlock(sampled, evalset, split.n_items) if with_block else None)
+    return {name: (evalset, SampledBlock(sampled, evalset, split.n_items,
+                                         exclude_foldin=config.exclude_foldin)
+                   if with_block else None)
             for name, evalset in evalsets.items()}
 
 
@@ -64,7 +66,8 @@ def evaluate(model: Scorer, split: Split, config: EvalConfig | None = None, *,
                                 users_known=(not split.strong if users_known is None
                                              else users_known),
                                 batch_hooks=block.hooks() if block else (),
-                                memory_budget_mb=config.memory_budget_mb)
+                                memory_budget_mb=config.memory_budget_mb,
+                                exclude_foldin=config.exclude_foldin)
         reports[name] = SplitReport(
             name=name, n_users=int(evalset.n_users), exact=result.metrics,
             rank_table=result.rank_table, per_user=result.per_user,
@@ -91,6 +94,7 @@ def validation_score(split: Split, config: EvalConfig | None = None, *, seed: in
         return None
     config = EvalConfig() if config is None else config
     key = resolve_selection(config.selection, split.n_items)
+    ranked = "" if config.exclude_foldin else " fold-in ranked"  # keeps the old fingerprints
     if config.validation.method == "sampled":
         from linrec.eval.sampled_validation import SampledValidation
 
@@ -98,9 +102,10 @@ def validation_score(split: Split, config: EvalConfig | None = None, *, seed: in
         sampled = SampledValidation(evalset, split.n_items, key=key, estimator=how.estimator,
                                     sample_size=how.sample_size, replace=how.replace, seed=seed,
                                     users_known=not split.strong,
-                                    memory_budget_mb=config.memory_budget_mb)
+                                    memory_budget_mb=config.memory_budget_mb,
+                                    exclude_foldin=config.exclude_foldin)
         sampled.fingerprint = (f"{on} {key} seed={seed} sampled {how.estimator} "
-                               f"n={how.sample_size} {sampled.scheme}")
+                               f"n={how.sample_size} {sampled.scheme}{ranked}")
         return sampled
     ks = config.ks_for(split.n_items)
     metric = key.partition("@")[0]
@@ -108,10 +113,11 @@ def validation_score(split: Split, config: EvalConfig | None = None, *, seed: in
     def score(model: Scorer) -> float:
         result = evaluate_exact(model, evalset, ks=ks, metrics=[metric], seed=seed,
                                 users_known=not split.strong,
-                                memory_budget_mb=config.memory_budget_mb)
+                                memory_budget_mb=config.memory_budget_mb,
+                                exclude_foldin=config.exclude_foldin)
         return float(result.metrics[key])
 
     #: what the score measures, for trainers that key checkpoints by it
-    score.fingerprint = f"{on} {key} seed={seed}"
+    score.fingerprint = f"{on} {key} seed={seed}{ranked}"
     score.describe = lambda: {"method": "exact", "metric": key}
     return score

@@ -12,8 +12,8 @@ Hook protocol (sampled evaluation plugs in here). A hook is any callable
 called once per batch, in eval-row order, after the batch is ranked:
 - rows: int64 (b,) positions of the batch's users in the EvalSet (evalset.users[rows] are the
   user ids, evalset.foldin[rows] / evalset.targets[rows] their rows);
-- scores: float (b, n_items) model scores; fold-in entries are -inf, held-out entries keep their
-  scores (a hook must itself treat a user's *other* held-out items as excluded). A hook may
+- scores: float (b, n_items) model scores; fold-in entries are -inf (unless the pass ranks
+  them, exclude_foldin=False), held-out entries keep their scores (a hook must itself treat a user's *other* held-out items as excluded). A hook may
   change entries in place only if it restores them before it returns (the sampled-rank hook
   masks targets that way); the array is not kept after the batch.
 - keys: `BatchKeys` of the batch: keys[r, items] gives uint64 tie-break keys of (rows[r], items)
@@ -67,13 +67,14 @@ class ExactResult:
 def evaluate_exact(model: Scorer, evalset: EvalSet, *, ks: Sequence[int],
                    metrics: Sequence[str], seed: int, users_known: bool,
                    batch_hooks: Sequence[BatchHook] = (), memory_budget_mb: float = 512,
-                   batch_size: int | None = None) -> ExactResult:
+                   batch_size: int | None = None, exclude_foldin: bool = True) -> ExactResult:
     """Exact metrics of `model` on `evalset` (Rendle 2019, eqs. 2–8) in one batch pass.
 
     users_known: pass evalset.users to model.score (weak generalization) or None (strong:
     fold in from evalset.foldin). seed: the tie-break seed (docs/concepts/evaluation.md, ties).
     batch_hooks: see the module docstring. batch_size overrides the size derived from
-    memory_budget_mb."""
+    memory_budget_mb. exclude_foldin=False ranks the fold-in items among all items instead of
+    masking them (`ranks.ranked_batches`)."""
     t_start = time.perf_counter()
     ks, metrics = check_ks(ks), check_metrics(metrics)
     if evalset.targets.nnz == 0:
@@ -83,7 +84,7 @@ def evaluate_exact(model: Scorer, evalset: EvalSet, *, ks: Sequence[int],
     tables = []
     batches = ranked_batches(model, evalset, seed=seed, users_known=users_known,
                              batch_size=batch_size, memory_budget_mb=memory_budget_mb,
-                             timings=timings)
+                             timings=timings, exclude_foldin=exclude_foldin)
     # a progress bar on a terminal only; logs and CI stay quiet
     for batch in tqdm(batches, desc="evaluate", unit="batch", leave=False,
                       disable=not sys.stderr.isatty()):

@@ -207,9 +207,12 @@ class RankedBatch:
 
 def ranked_batches(model: Scorer, evalset: EvalSet, *, seed: int, users_known: bool,
                    batch_size: int | None = None, memory_budget_mb: float = 512,
-                   timings: dict[str, float] | None = None) -> Iterator[RankedBatch]:
+                   timings: dict[str, float] | None = None,
+                   exclude_foldin: bool = True) -> Iterator[RankedBatch]:
     """Score, mask and rank the eval rows batch by batch. Adds the seconds spent in scoring and
-    ranking to timings["score"] and timings["rank"] when a dict is given."""
+    ranking to timings["score"] and timings["rank"] when a dict is given. exclude_foldin=False:
+    the fold-in items are not masked but ranked like any other item (Li et al. 2020's
+    "binom"/"hyper" protocol); a user's other held-out items are excluded either way."""
     timings = {} if timings is None else timings
     timings.setdefault("score", 0.0)
     timings.setdefault("rank", 0.0)
@@ -226,7 +229,9 @@ def ranked_batches(model: Scorer, evalset: EvalSet, *, seed: int, users_known: b
             return
         rows, scores = item
         keys = BatchKeys(seed, users[rows], n_items)
-        ranks = batch_global_ranks(scores, evalset.foldin[rows], evalset.targets[rows], keys)
+        masked = (evalset.foldin[rows] if exclude_foldin
+                  else sp.csr_matrix((rows.stop - rows.start, n_items), dtype=np.float32))
+        ranks = batch_global_ranks(scores, masked, evalset.targets[rows], keys)
         timings["rank"] += time.perf_counter() - t1
         yield RankedBatch(np.arange(rows.start, rows.stop, dtype=np.int64), scores, keys, ranks)
 

@@ -165,7 +165,8 @@ class SampledBlock:
     Construction checks everything that needs only the data (sample sizes against n_items, the
     pools, the adaptive levels), so a run can build it before the (possibly long) fit."""
 
-    def __init__(self, cfg: SampledConfig, evalset: EvalSet, n_items: int) -> None:
+    def __init__(self, cfg: SampledConfig, evalset: EvalSet, n_items: int,
+                 exclude_foldin: bool = True) -> None:
         self.cfg = cfg
         self.evalset = evalset
         self.n_items = n_items
@@ -175,7 +176,8 @@ class SampledBlock:
         if cfg.method == "sample":
             self._hooks = {n: SampledRankHook(
                 evalset, n_items, sample_size=None if cfg.pool == "given" else n, seed=cfg.seed,
-                repeats=cfg.repeats, replace=cfg.replace, pool=cfg.pool) for n in fixed}
+                repeats=cfg.repeats, replace=cfg.replace, pool=cfg.pool,
+                exclude_foldin=exclude_foldin) for n in fixed}
         if cfg.adaptive.estimators:
             adaptive_levels(n_items, cfg.adaptive.n0, cfg.adaptive.n_max)
 

@@ -135,6 +135,14 @@ def sampled_ranks_from_scores(
     return 1 + won.sum(axis=1, dtype=np.int64)
 
 
+#: why a pool of non-interacted items cannot go with ranked fold-in items
+_RANKED_FOLDIN_POOL = (
+    "eval.exclude_foldin=false ranks the fold-in items among all items, while "
+    "eval.sampled.pool=non_interacted never samples them: the estimators' law of the sampled "
+    "rank would not hold; use pool=all_but_target (Li et al. 2020's binom/hyper protocol), or "
+    "keep exclude_foldin=true with non_interacted (their 'actual' protocol)")
+
+
 class SampledRankHook:
     """Evaluator hook: sampled ranks of every target of `eval_set`, for each repeat.
 
@@ -142,7 +150,9 @@ class SampledRankHook:
     `linrec.eval.exact`): rows int (B,) positions of the batch's users in eval_set, scores (B,
     n_items) (fold-in entries may be -inf or not), keys the batch's tie-break keys (`BatchKeys` or
     an array); batch_ranks is not used. Fold-in items and the user's other targets never beat a
-    target (they rank below every candidate, docs/concepts/evaluation.md, ties). After the pass,
+    target (they rank below every candidate, docs/concepts/evaluation.md, ties); with
+    exclude_foldin=False the fold-in items compete like any other item (the evaluator's pass
+    then ranks them too). After the pass,
     `sampled_ranks` is int64 (n_repeats, n_targets) in the canonical target order
     (`canonical_targets`), `sample_size` the set size n (100 for NCF's given 99 negatives).
 
@@ -163,8 +173,11 @@ class SampledRankHook:
         repeats: int = 1,
         replace: bool = True,
         pool: str = "all_but_target",
+        exclude_foldin: bool = True,
     ) -> None:
         check_pool(pool)
+        if not exclude_foldin and pool == "non_interacted":
+            raise ConfigError(_RANKED_FOLDIN_POOL)
         if int(repeats) != repeats or repeats < 1:
             raise ConfigError(f"repeats={repeats} must be a positive integer")
         self.pool = pool
@@ -172,8 +185,10 @@ class SampledRankHook:
         self.target_rows, self.target_items = canonical_targets(eval_set)
         self._indptr = np.concatenate([[0], np.cumsum(np.bincount(
             self.target_rows, minlength=eval_set.n_users))]).astype(np.int64)
-        self._excluded = binary_sorted_csr(sp.csr_matrix(eval_set.foldin)
-                                            + sp.csr_matrix(eval_set.targets))
+        never_beat = sp.csr_matrix(eval_set.targets)
+        if exclude_foldin:
+            never_beat = never_beat + sp.csr_matrix(eval_set.foldin)
+        self._excluded = binary_sorted_csr(never_beat)
         self._eval_set = eval_set
         if pool == "given":
             n_given = given_negatives(eval_set, np.zeros(0, dtype=np.int64)).shape[1]

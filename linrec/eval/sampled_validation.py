@@ -44,14 +44,15 @@ class SampledValidation:
     evalset: the validation (or test) users; n_items: catalogue size; estimator: a fixed-size
     estimator name; sample_size: n (the target and n − 1 sampled items); replace: binomial
     (True) or hypergeometric sampling; seed: the run seed (sampled items and tie-break keys);
-    users_known: score users by id (weak generalization) or fold them in. After each call,
+    users_known: score users by id (weak generalization) or fold them in; exclude_foldin=False:
+    the fold-in items may beat a target like any other item. After each call,
     `ranks` holds the sampled ranks (int64 (T,), canonical target order), `seconds` / `calls`
     the time spent in passes so far, and `draw_seconds` the one-off drawing of the sample sets
     at the first pass."""
 
     def __init__(self, evalset: EvalSet, n_items: int, *, key: str, estimator: str,
                  sample_size: int, replace: bool, seed: int, users_known: bool,
-                 memory_budget_mb: float = 512) -> None:
+                 memory_budget_mb: float = 512, exclude_foldin: bool = True) -> None:
         self.metric, self.k = parse_metric_key(key, where="eval.selection")
         if self.k is None:
             raise ConfigError(f"eval.selection={key}: sampled validation estimates a metric at "
@@ -63,6 +64,7 @@ class SampledValidation:
         self.scheme = sampling_scheme(replace)
         self.seed, self.users_known = int(seed), bool(users_known)
         self.evalset, self.replace = evalset, bool(replace)
+        self.exclude_foldin = bool(exclude_foldin)
         self.rows, self._targets = canonical_targets(evalset)
         self.users = np.asarray(evalset.users, dtype=np.int64)[self.rows]
         #: targets per call of score_items, bounded as if each pair's item row (64 float32) were
@@ -76,10 +78,12 @@ class SampledValidation:
 
     def _draw(self) -> None:
         """The sample sets: `items` int (T, n), each target then its sampled items, and
-        `never_beats` bool (T, n − 1), the sampled items that are the user's fold-in items or
-        other targets."""
-        excluded = binary_sorted_csr(sp.csr_matrix(self.evalset.foldin)
-                                     + sp.csr_matrix(self.evalset.targets))
+        `never_beats` bool (T, n − 1), the sampled items that are the user's other targets or
+        (unless exclude_foldin is false) fold-in items."""
+        never_beat = sp.csr_matrix(self.evalset.targets)
+        if self.exclude_foldin:
+            never_beat = never_beat + sp.csr_matrix(self.evalset.foldin)
+        excluded = binary_sorted_csr(never_beat)
         negatives = NegativeSampler(self.seed, self.rows, self._targets, self.n_items,
                                     self.sample_size, self.replace, "all_but_target",
                                     excluded).all(0)

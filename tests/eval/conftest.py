@@ -29,10 +29,15 @@ def chi2_pvalue(counts: np.ndarray, probs: np.ndarray) -> float:
     return float(stats.chisquare(obs[keep], exp[keep]).pvalue)
 
 
-def brute_force_ranks(scores: np.ndarray, evalset: EvalSet, seed: int) -> dict:
-    """{(row, item): R}, R = 1 + #{candidates j: s_j > s_t or (s_j == s_t and key_j < key_t)}."""
+def brute_force_ranks(scores: np.ndarray, evalset: EvalSet, seed: int,
+                      exclude_foldin: bool = True) -> dict:
+    """{(row, item): R}, R = 1 + #{candidates j: s_j > s_t or (s_j == s_t and key_j < key_t)};
+    the candidates are the items that are neither the user's targets nor (unless
+    exclude_foldin is false) its fold-in items."""
     out = {}
     foldin, targets = evalset.foldin.toarray() > 0, evalset.targets.toarray() > 0
+    if not exclude_foldin:
+        foldin[:] = False
     for r in range(scores.shape[0]):
         keys = tie_break_keys_at(seed, np.full(scores.shape[1], evalset.users[r]),
                                  np.arange(scores.shape[1]))

@@ -29,6 +29,9 @@ from linrec.eval.configs import EvalConfig, SampledConfig
          r"eval.sampled.estimators='adaptive_mle' is not allowed"),
         ({"sampled": {"method": "simulate", "pool": "non_interacted"}},
          r"method=simulate draws from the law of pool all_but_target"),
+        ({"exclude_foldin": False, "sampled": {"pool": "non_interacted"}},
+         r"eval.exclude_foldin=false ranks the fold-in items .*pool=non_interacted never "
+         r"samples them"),
         ({"sampled": {"adaptive": 3}}, r"eval.sampled.adaptive=3 must be a mapping"),
         ({"sampled": {"adaptive": {"n0": "x"}}}, r"eval.sampled.adaptive.n0='x' is not an int"),
         ({"sampled": None}, r"eval.sampled=None must be a mapping"),

@@ -73,6 +73,34 @@ def test_evaluate_exact_one_pass(users_known):
     assert all(v >= 0 for v in result.timings.values())
 
 
+def test_fold_in_items_ranked_among_all_items():
+    """exclude_foldin=False (Li et al. 2020's binom/hyper protocol): the fold-in items compete
+    with each target, the user's other targets still do not; ranks and metrics against a brute
+    force over the raw scores, and every rank at least the masked one."""
+    evalset = make_evalset(31, 60, seed=11)
+    model = LinearScores(60, seed=1, decimals=1)  # ties: the keys decide
+    scores = model.score(evalset.foldin, evalset.users)
+    ranked = evaluate_exact(model, evalset, ks=[1, 10], metrics=["recall", "ndcg"], seed=5,
+                            users_known=True, batch_size=8, exclude_foldin=False)
+    masked = evaluate_exact(model, evalset, ks=[1, 10], metrics=["recall", "ndcg"], seed=5,
+                            users_known=True, batch_size=8)
+    assert rank_dict(ranked.rank_table) == brute_force_ranks(scores, evalset, 5,
+                                                             exclude_foldin=False)
+    assert np.all(ranked.rank_table.ranks >= masked.rank_table.ranks)
+    assert np.any(ranked.rank_table.ranks > masked.rank_table.ranks)
+    per_target = 60 - np.diff(evalset.targets.indptr) + 1  # every item but the other targets
+    np.testing.assert_array_equal(ranked.rank_table.n_candidates,
+                                  per_target[ranked.rank_table.rows])
+    brute = brute_force_ranks(scores, evalset, 5, exclude_foldin=False)
+    users = sorted({r for r, _ in brute})
+    # a user's list puts its targets among the ranked items: the i-th best target (0-based)
+    # sits at position R + i; Recall@10 = hits / |T| (LightGCN's)
+    recall = np.mean([np.mean([rank + i <= 10 for i, rank in enumerate(
+        sorted(rank for (r, _), rank in brute.items() if r == u))]) for u in users])
+    assert ranked.metrics["recall@10"] == pytest.approx(recall, rel=1e-12)
+    assert ranked.metrics["recall@10"] < masked.metrics["recall@10"]
+
+
 def test_results_independent_of_memory_budget():
     evalset = make_evalset(40, 50, seed=12)
     model = LinearScores(50, decimals=0)

@@ -198,14 +198,14 @@ def test_hook_reports_unscored_targets() -> None:
 
 def _brute_force_hook_ranks(eval_set: EvalSet, scores: np.ndarray, keys: np.ndarray,
                             rows: np.ndarray, items: np.ndarray,
-                            negatives: np.ndarray) -> np.ndarray:
-    """Per target, in plain Python: 1 + #{sampled j that are neither fold-in nor targets of the
-    user and beat t: s_j > s_t, or s_j == s_t and key_j < key_t} (docs/concepts/evaluation.md,
-    ties)."""
+                            negatives: np.ndarray, exclude_foldin: bool = True) -> np.ndarray:
+    """Per target, in plain Python: 1 + #{sampled j that are neither targets of the user nor
+    (unless exclude_foldin is false) its fold-in items and beat t: s_j > s_t, or s_j == s_t and
+    key_j < key_t} (docs/concepts/evaluation.md, ties)."""
     foldin, targets = eval_set.foldin.tolil().rows, eval_set.targets.tolil().rows
     out = []
     for i, (r, t) in enumerate(zip(rows.tolist(), items.tolist(), strict=True)):
-        excluded = set(foldin[r]) | set(targets[r])
+        excluded = (set(foldin[r]) if exclude_foldin else set()) | set(targets[r])
         s_t, k_t = scores[r, t], keys[r, t]
         out.append(1 + sum(1 for j in negatives[i].tolist() if j not in excluded and (
             scores[r, j] > s_t or (scores[r, j] == s_t and keys[r, j] < k_t))))
@@ -232,13 +232,17 @@ def _multi_target_eval_set(n_users: int, n_items: int, seed: int,
     return EvalSet(np.arange(n_users), sp.csr_matrix(foldin), sp.csr_matrix(targets), negatives)
 
 
-@pytest.mark.parametrize("pool", ["all_but_target", "non_interacted", "given"])
+@pytest.mark.parametrize("pool, exclude_foldin", [
+    ("all_but_target", True), ("non_interacted", True), ("given", True),
+    ("all_but_target", False), ("given", False)])
 @pytest.mark.parametrize("masked", [True, False])
-def test_hook_fast_path_equals_brute_force(pool: str, masked: bool) -> None:
+def test_hook_fast_path_equals_brute_force(pool: str, exclude_foldin: bool,
+                                           masked: bool) -> None:
     """The hook (in-place -inf masking, block-aligned pieces, chunked kernel) against a per-target
     brute force: heavy score ties, multi-target users, fold-in masked by the evaluator or not,
-    contiguous batches and a shuffled batch (the generic path), read-only scores, and targets
-    with a non-finite score (the explicit-mask fallback)."""
+    fold-in excluded from the sampled ranks or ranked (exclude_foldin=False), contiguous batches
+    and a shuffled batch (the generic path), read-only scores, and targets with a non-finite
+    score (the explicit-mask fallback)."""
     n_users, n_items, sample_size, repeats = 160, 40, 12, 3
     eval_set = _multi_target_eval_set(n_users, n_items, 7, sample_size - 1 if pool == "given"
                                       else None)
@@ -257,12 +261,14 @@ def test_hook_fast_path_equals_brute_force(pool: str, masked: bool) -> None:
         negatives = [draw_negatives(5, r, rows, items, n_items, sample_size, pool=pool,
                                     foldin=eval_set.foldin, targets=eval_set.targets)
                      for r in range(repeats)]
-    want = np.stack([_brute_force_hook_ranks(eval_set, scores, keys, rows, items, neg)
+    want = np.stack([_brute_force_hook_ranks(eval_set, scores, keys, rows, items, neg,
+                                             exclude_foldin)
                      for neg in negatives])
     assert np.unique(want).size > 3
     for batch in (1, 13, n_users):
         hook = SampledRankHook(eval_set, n_items, None if pool == "given" else sample_size,
-                               seed=5, repeats=hook_repeats, pool=pool)
+                               seed=5, repeats=hook_repeats, pool=pool,
+                               exclude_foldin=exclude_foldin)
         for lo in range(0, n_users, batch):
             batch_rows = np.arange(lo, min(lo + batch, n_users))
             batch_scores = scores[batch_rows]
@@ -272,7 +278,8 @@ def test_hook_fast_path_equals_brute_force(pool: str, masked: bool) -> None:
         np.testing.assert_array_equal(hook.result(), want)
     # a shuffled batch of read-only, non-contiguous scores (Fortran order)
     hook = SampledRankHook(eval_set, n_items, None if pool == "given" else sample_size,
-                           seed=5, repeats=hook_repeats, pool=pool)
+                           seed=5, repeats=hook_repeats, pool=pool,
+                               exclude_foldin=exclude_foldin)
     order = np.random.default_rng(9).permutation(n_users)
     frozen = np.asfortranarray(scores[order])
     frozen.flags.writeable = False
@@ -280,10 +287,12 @@ def test_hook_fast_path_equals_brute_force(pool: str, masked: bool) -> None:
     np.testing.assert_array_equal(hook.result(), want)
     # integer scores (no -inf possible): converted, never written to
     int_scores = np.where(np.isfinite(scores), scores, -1).astype(np.int64)
-    want_int = np.stack([_brute_force_hook_ranks(eval_set, int_scores, keys, rows, items, neg)
+    want_int = np.stack([_brute_force_hook_ranks(eval_set, int_scores, keys, rows, items, neg,
+                                                 exclude_foldin)
                          for neg in negatives])
     hook = SampledRankHook(eval_set, n_items, None if pool == "given" else sample_size,
-                           seed=5, repeats=hook_repeats, pool=pool)
+                           seed=5, repeats=hook_repeats, pool=pool,
+                               exclude_foldin=exclude_foldin)
     before = int_scores.copy()
     hook(np.arange(n_users), int_scores, keys)
     np.testing.assert_array_equal(int_scores, before)

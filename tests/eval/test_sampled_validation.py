@@ -67,24 +67,32 @@ def small_split():
     return prepared.split
 
 
+@pytest.mark.parametrize("exclude_foldin", [True, False], ids=["fold-in excluded",
+                                                              "fold-in ranked"])
 @pytest.mark.parametrize("model", [EASE(lam=50.0), MF(epochs=2, sampling={"n_negatives": 8})],
                          ids=["ease", "mf"])
-def test_a_models_sampled_ranks_are_the_evaluators(small_split: Split, model):
+def test_a_models_sampled_ranks_are_the_evaluators(small_split: Split, model, exclude_foldin):
     """The ranks of the pairs a model scores alone (MF: its own dot products) equal the
-    sampled ranks the evaluator's pass computes from full score rows at the same seed."""
+    sampled ranks the evaluator's pass computes from full score rows at the same seed, with
+    the fold-in items excluded or ranked."""
     model.fit(small_split.train)
-    config = EvalConfig(selection="recall@20",
+    config = EvalConfig(selection="recall@20", exclude_foldin=exclude_foldin,
                         validation={"method": "sampled", "estimator": "mn_mle",
                                     "sample_size": 50})
     score = validation_score(small_split, config, seed=3)
     assert isinstance(score, SampledValidation)
     score(model)
-    hook = SampledRankHook(small_split.valid, small_split.n_items, 50, seed=3)
+    hook = SampledRankHook(small_split.valid, small_split.n_items, 50, seed=3,
+                           exclude_foldin=exclude_foldin)
     evaluate_exact(model, small_split.valid, ks=[20], metrics=["recall"], seed=3,
-                   users_known=True, batch_hooks=[hook])
+                   users_known=True, batch_hooks=[hook], exclude_foldin=exclude_foldin)
     np.testing.assert_array_equal(score.ranks, hook.result()[0])
-    exact = validation_score(small_split, EvalConfig(selection="recall@20"), seed=3)
+    exact = validation_score(small_split, EvalConfig(selection="recall@20",
+                                                     exclude_foldin=exclude_foldin), seed=3)
     assert exact.fingerprint != score.fingerprint  # a checkpoint of one is not the other's
+    other = validation_score(small_split, EvalConfig(selection="recall@20",
+                                                     exclude_foldin=not exclude_foldin), seed=3)
+    assert exact.fingerprint != other.fingerprint
 
 
 def test_mf_scores_pairs_as_its_full_rows(small_split: Split, device: str):
