@@ -13,9 +13,10 @@ called once per batch, in eval-row order, after the batch is ranked:
 - rows: int64 (b,) positions of the batch's users in the EvalSet (evalset.users[rows] are the
   user ids, evalset.foldin[rows] / evalset.targets[rows] their rows);
 - scores: float (b, n_items) model scores; fold-in entries are -inf (unless the pass ranks
-  them, exclude_foldin=False), held-out entries keep their scores (a hook must itself treat a user's *other* held-out items as excluded). A hook may
-  change entries in place only if it restores them before it returns (the sampled-rank hook
-  masks targets that way); the array is not kept after the batch.
+  them, exclude_foldin=False), held-out entries keep their scores (a hook must itself treat a
+  user's *other* held-out items as excluded). A hook may change entries in place only if it
+  restores them before it returns (the sampled-rank hook masks targets that way); the array is
+  not kept after the batch.
 - keys: `BatchKeys` of the batch: keys[r, items] gives uint64 tie-break keys of (rows[r], items)
   pairs (integer arrays, broadcast; cheap: only those pairs are hashed); np.asarray(keys) the
   dense (b, n_items) matrix (costs about as much as ranking the batch). Item j beats
