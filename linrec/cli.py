@@ -198,10 +198,10 @@ def _task(cfg) -> float | None:
     from hydra.types import RunMode
     from omegaconf import OmegaConf
 
-    from linrec import interrupts, sweeps
+    from linrec import interrupts, sweeps, tracking
     from linrec.experiment import run
     from linrec.params import check_bool
-    from linrec.results import mark_failed
+    from linrec.results import RESULTS_FILE, mark_failed, read_results
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
@@ -218,8 +218,13 @@ def _task(cfg) -> float | None:
         else:  # a run into a directory that held an older one never mixes the two
             sweeps.clear_outputs(run_dir)
         n_jobs = sweeps.parallel_jobs(hydra_cfg) if sweeping else 1
-        with interrupts.signals_raise(), sweeps.thread_budget(n_jobs):
-            return run(plain, run_dir=run_dir, overrides=list(hydra_cfg.overrides.task))
+        with interrupts.signals_raise(), sweeps.thread_budget(n_jobs), tracking.tracked(
+                plain.get("tracking"), plain, run_dir,
+                sweep_dir=hydra_cfg.sweep.dir if sweeping else None) as tracker:
+            value = run(plain, run_dir=run_dir, overrides=list(hydra_cfg.overrides.task))
+            if tracker is not None:
+                tracker.finish(run_dir, read_results(run_dir / RESULTS_FILE))
+            return value
     except LinrecError as exc:
         mark_failed(run_dir, f"{type(exc).__name__}: {exc}")
         print(f"linrec: error: {exc}", file=sys.stderr)

@@ -25,6 +25,7 @@ from linrec.models.configs import MODEL_CONFIGS
 from linrec.models.losses import LOSS_CONFIGS
 from linrec.params import Params, chosen_config, param
 from linrec.studies.configs import STUDY_CONFIGS
+from linrec.tracking import TrackingConfig
 
 RUN_SEED = "${seed}"
 
@@ -50,6 +51,8 @@ class RunConfig(Params):
                                    "(complete sweep jobs, epoch checkpoints); false: start over")
     study: Any = param(None, doc="a study instead of one run (set by experiment= presets)")
     loss: Any = param(None, doc="the loss of a trained model (loss=<name>; model=mf)")
+    tracking: Any = param(None, doc="log the run to a local MLflow store (+tracking=mlflow; "
+                                    "the fields: TrackingConfig in linrec/tracking.py)")
 
     def check(self) -> None:
         if isinstance(self.model, Mapping):
@@ -70,6 +73,8 @@ class RunConfig(Params):
             self.loss = self.model.loss
         if self.study is not None:
             self.study = chosen_config(self.study, STUDY_CONFIGS, "study")
+        if isinstance(self.tracking, Mapping):
+            self.tracking = TrackingConfig.from_mapping(self.tracking)
 
 
 def run_config(cfg: Any) -> RunConfig:

@@ -145,11 +145,13 @@ def _plain_json(value: Any) -> Any:
 
 
 def _comparable(config: Any) -> Any:
-    """A run's config without its resume switches (the run's and its model's): whether a job
-    continued or started over does not make its results another config's."""
+    """A run's config without its resume switches (the run's and its model's) and its tracking:
+    whether a job continued or started over, or was logged to MLflow, does not make its results
+    another config's."""
     plain = _plain_json(config)
     if isinstance(plain, dict):
         plain.pop("resume", None)
+        plain.pop("tracking", None)
         if isinstance(plain.get("model"), dict):
             plain["model"].pop("resume", None)
     return plain

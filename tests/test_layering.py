@@ -13,7 +13,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "linrec"
 BASE = ("linrec.errors", "linrec.params", "linrec.atomic", "linrec.hardware", "linrec.cache",
-        "linrec.item_order", "linrec.registry", "linrec.scoring", "linrec.interrupts")
+        "linrec.item_order", "linrec.registry", "linrec.scoring", "linrec.interrupts",
+        "linrec.tracking")
 #: the layers, top to bottom: a module imports modules of its own layer or of lower ones (the
 #: longest prefix names a module's layer: linrec.studies.configs is a config, not a study)
 LAYERS = (
