@@ -55,6 +55,18 @@ def check_pool(pool: str) -> str:
     return check_choice(pool, "pool", POOLS)
 
 
+def check_foldin_pool(exclude_foldin: bool, pool: str) -> None:
+    """Ranked fold-in items (exclude_foldin=False) go with a pool that can draw them: with
+    pool='non_interacted' the estimators' law of the sampled rank would not hold."""
+    if not exclude_foldin and pool == "non_interacted":
+        raise ConfigError(
+            "eval.exclude_foldin=false ranks the fold-in items among all items, while "
+            "eval.sampled.pool=non_interacted never samples them: the estimators' law of the "
+            "sampled rank would not hold; use pool=all_but_target (Li et al. 2020's binom/hyper "
+            "protocol), or keep exclude_foldin=true with non_interacted (their 'actual' "
+            "protocol)")
+
+
 def as_rng(rng: np.random.Generator | int | None, where: str = "rng") -> np.random.Generator:
     """A Generator as it is, or one seeded by an integer seed >= 0 (`linrec.params.check_seed`);
     None or anything else is a ConfigError naming `where`."""

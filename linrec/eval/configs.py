@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from linrec.errors import ConfigError
-from linrec.eval._checks import POOLS
+from linrec.eval._checks import POOLS, check_foldin_pool
 from linrec.eval.estimators.registry import ADAPTIVE_ESTIMATORS, FIXED_SIZE_ESTIMATORS
 from linrec.eval.metrics import CURVE_METRICS, EXACT_METRICS, parse_metric_key, resolve_selection
 from linrec.params import Params, param
@@ -132,10 +132,7 @@ class EvalConfig(Params):
                                   "pip install 'linrec[parquet]'") from exc
         if not self.ks:
             raise ConfigError("eval.ks is empty; give at least one cut-off K >= 1")
-        if not self.exclude_foldin and self.sampled.pool == "non_interacted":
-            from linrec.eval.sampled_ranks import _RANKED_FOLDIN_POOL
-
-            raise ConfigError(_RANKED_FOLDIN_POOL)
+        check_foldin_pool(self.exclude_foldin, self.sampled.pool)
         if not self.metrics:
             raise ConfigError(f"eval.metrics is empty; choose from {list(EXACT_METRICS)}")
         name, k = parse_metric_key(self.selection, where="eval.selection")

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from linrec.data.splits import EvalSet
 from linrec.errors import ConfigError, DataError
-from linrec.eval._checks import check_pool
+from linrec.eval._checks import check_foldin_pool, check_pool
 from linrec.eval._sparse import binary_sorted_csr, concat_ranges, csr_contains
 from linrec.eval.negatives import NegativeSampler, canonical_targets, given_negatives
 from linrec.eval.ranks import beats
@@ -135,14 +135,6 @@ def sampled_ranks_from_scores(
     return 1 + won.sum(axis=1, dtype=np.int64)
 
 
-#: why a pool of non-interacted items cannot go with ranked fold-in items
-_RANKED_FOLDIN_POOL = (
-    "eval.exclude_foldin=false ranks the fold-in items among all items, while "
-    "eval.sampled.pool=non_interacted never samples them: the estimators' law of the sampled "
-    "rank would not hold; use pool=all_but_target (Li et al. 2020's binom/hyper protocol), or "
-    "keep exclude_foldin=true with non_interacted (their 'actual' protocol)")
-
-
 class SampledRankHook:
     """Evaluator hook: sampled ranks of every target of `eval_set`, for each repeat.
 
@@ -176,8 +168,7 @@ class SampledRankHook:
         exclude_foldin: bool = True,
     ) -> None:
         check_pool(pool)
-        if not exclude_foldin and pool == "non_interacted":
-            raise ConfigError(_RANKED_FOLDIN_POOL)
+        check_foldin_pool(exclude_foldin, pool)
         if int(repeats) != repeats or repeats < 1:
             raise ConfigError(f"repeats={repeats} must be a positive integer")
         self.pool = pool
