@@ -144,9 +144,9 @@ class SampledRankHook:
     an array); batch_ranks is not used. Fold-in items and the user's other targets never beat a
     target (they rank below every candidate, docs/concepts/evaluation.md, ties); with
     exclude_foldin=False the fold-in items compete like any other item (the evaluator's pass
-    then ranks them too). After the pass,
-    `sampled_ranks` is int64 (n_repeats, n_targets) in the canonical target order
-    (`canonical_targets`), `sample_size` the set size n (100 for NCF's given 99 negatives).
+    then ranks them too). After the pass, `sampled_ranks` is int64 (n_repeats, n_targets) in the
+    canonical target order (`canonical_targets`), `sample_size` the set size n (100 for NCF's
+    given 99 negatives).
 
     Cost per batch: the batch's fold-in and target entries are set to -inf in `scores` for the
     duration of the call and restored before it returns (a copy is made when `scores` is
