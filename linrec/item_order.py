@@ -8,6 +8,8 @@ items of each score row in that order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from linrec.errors import ConfigError, DataError
@@ -114,6 +116,23 @@ def beats(score_j: np.ndarray, key_j: np.ndarray, score_t: np.ndarray,
     """Does item j rank above item t (score descending, then key ascending;
     docs/concepts/evaluation.md, ties)? bool."""
     return (score_j > score_t) | ((score_j == score_t) & (key_j < key_t))
+
+
+def sampled_wins(sampled_scores: np.ndarray, target_scores: np.ndarray,
+                 sampled_key: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                 target_key: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Which sampled items beat their target, in the order of `beats`: bool (T, m).
+
+    sampled_scores (T, m): the scores of each target's m sampled items; target_scores (T, 1).
+    Keys matter on exact ties only (rare for real-valued scores), so they are looked up there
+    only: sampled_key(t, j) -> the keys of sampled items j of targets t, target_key(t) -> the keys
+    of targets t (index arrays of equal length)."""
+    won = sampled_scores > target_scores
+    tie_t, tie_j = np.nonzero(sampled_scores == target_scores)
+    if tie_t.size:
+        won[tie_t, tie_j] = beats(sampled_scores[tie_t, tie_j], sampled_key(tie_t, tie_j),
+                                  target_scores[tie_t, 0], target_key(tie_t))
+    return won
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from linrec.errors import ConfigError, DataError
 from linrec.eval._checks import check_foldin_pool, check_pool
 from linrec.eval._sparse import binary_sorted_csr, concat_ranges, csr_contains
 from linrec.eval.negatives import NegativeSampler, canonical_targets, given_negatives
-from linrec.eval.ranks import beats
+from linrec.item_order import sampled_wins
 
 #: sampled items compared per chunk of the rank kernel (its buffers stay in cache)
 _KERNEL_ENTRIES = 1 << 16
@@ -115,14 +115,9 @@ def sampled_ranks_from_scores(
     n_cols = scores.shape[1]
     flat = rows[:, None] * n_cols + negatives
     neg_score = np.take(np.ascontiguousarray(scores).ravel(), flat)
-    target_score = scores[rows, items][:, None]
-    won = neg_score > target_score
-    # keys only matter on exact ties (rare for real-valued scores): look them up there only
-    tie_t, tie_j = np.nonzero(neg_score == target_score)
-    if tie_t.size:
-        won[tie_t, tie_j] = beats(
-            neg_score[tie_t, tie_j], keys_batch[rows[tie_t], negatives[tie_t, tie_j]],
-            target_score[tie_t, 0], keys_batch[rows[tie_t], items[tie_t]])
+    won = sampled_wins(neg_score, scores[rows, items][:, None],
+                       lambda t, j: keys_batch[rows[t], negatives[t, j]],
+                       lambda t: keys_batch[rows[t], items[t]])
     # excluded items never beat the target: check only the sampled items that beat it
     win_t, win_j = np.nonzero(won)
     if win_t.size:

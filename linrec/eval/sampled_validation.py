@@ -34,7 +34,7 @@ from linrec.eval.estimators.registry import estimate
 from linrec.eval.metrics import curve, parse_metric_key
 from linrec.eval.negatives import NegativeSampler, canonical_targets
 from linrec.eval.sampled_block import sampling_scheme
-from linrec.item_order import beats, tie_break_keys_at
+from linrec.item_order import sampled_wins, tie_break_keys_at
 from linrec.scoring import gather_scores
 
 
@@ -116,14 +116,9 @@ class SampledValidation:
         else:  # any scorer: its full rows, read at the items
             scores = gather_scores(model.score, foldin, known, items,
                                    memory_budget_mb=self.memory_budget_mb)
-        target, sampled = scores[:, :1], scores[:, 1:]
-        won = sampled > target
-        tie_t, tie_j = np.nonzero(sampled == target)
-        if tie_t.size:  # exact ties (rare for real-valued scores): the seeded keys decide
-            won[tie_t, tie_j] = beats(
-                sampled[tie_t, tie_j],
-                tie_break_keys_at(self.seed, users[tie_t], items[tie_t, tie_j + 1]),
-                target[tie_t, 0], tie_break_keys_at(self.seed, users[tie_t], items[tie_t, 0]))
+        won = sampled_wins(scores[:, 1:], scores[:, :1],
+                           lambda t, j: tie_break_keys_at(self.seed, users[t], items[t, j + 1]),
+                           lambda t: tie_break_keys_at(self.seed, users[t], items[t, 0]))
         won &= ~self.never_beats[part]
         return 1 + won.sum(axis=1, dtype=np.int64)
 
