@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 import linrec.models.mf as mf_module
 from linrec.data.pipeline import prepare_data
@@ -16,6 +15,7 @@ from linrec.errors import ConfigError, NumericalError
 from linrec.eval import EvalConfig, evaluate, validation_score
 from linrec.models import MF, build_model, mf_optim, training
 from linrec.models.losses import LOSS_CONFIGS
+from tests.models.conftest import tensors_in
 
 FAST = {"lr": 0.01, "init_std": 0.1, "batch_size": 256, "sampling": {"n_negatives": 40}}
 EVAL = EvalConfig(ks=(10, 20), selection="ndcg@20", sampled={"enabled": False})
@@ -243,23 +243,13 @@ def test_dot_scores_are_the_inner_products_over_the_temperature(split, tmp_path,
                                atol=1e-6)
 
 
-def _tensors(value) -> list:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in _tensors(item)]
-    if isinstance(value, list | tuple):
-        return [t for item in value for t in _tensors(item)]
-    return []
-
-
 def test_a_model_trained_on_any_device_is_saved_to_score_on_the_cpu(split, tmp_path, device):
     """A model trained on a GPU is written with its tables on the CPU and device "cpu", so that
     a machine without a GPU loads it and scores as the trained model did."""
     model = fit(split, tmp_path, "saved", epochs=1, device=device)
     model.save(tmp_path / "model.pkl")
     loaded = MF.load(tmp_path / "model.pkl")
-    tensors = _tensors(loaded.__dict__)
+    tensors = tensors_in(loaded.__dict__)
     assert tensors and all(t.device.type == "cpu" for t in tensors)
     assert loaded.config.device == "cpu" and model.config.device == device
     users = split.test.users

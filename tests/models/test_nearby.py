@@ -14,6 +14,7 @@ from linrec.errors import ConfigError
 from linrec.models.ease import EDLAE
 from linrec.models.nearby import LearnedLambda, NearbyItemItem
 from linrec.models.spectral import LRR
+from tests.models.conftest import tensors_in
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
 
@@ -223,9 +224,9 @@ def test_a_model_trained_on_any_device_is_saved_to_score_on_the_cpu(tmp_path,
     model = LearnedLambda(**BASE, head_tail=True, epochs=2, device=device).fit(TRAIN)
     model.save(tmp_path / "model.pkl")
     loaded = LearnedLambda.load(tmp_path / "model.pkl")
-    tensors = [value for value in loaded.__dict__.values() if isinstance(value, torch.Tensor)]
-    tensors += list(loaded.params_.values())
-    assert all(t.device.type == "cpu" for t in tensors) and loaded.config.device == "cpu"
+    tensors = tensors_in(loaded.__dict__)
+    assert tensors and all(t.device.type == "cpu" for t in tensors)
+    assert loaded.config.device == "cpu"
     np.testing.assert_allclose(loaded.score(FOLDIN), model.score(FOLDIN), rtol=1e-9, atol=1e-12)
 
 
