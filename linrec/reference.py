@@ -174,6 +174,7 @@ def config_reference_markdown() -> str:
     from linrec.models.configs import MODEL_CONFIGS
     from linrec.models.losses import LOSS_CONFIGS
     from linrec.studies.configs import STUDY_CONFIGS
+    from linrec.tracking import TrackingConfig
 
     model_notes = preset_notes("model")
     lines = [
@@ -185,7 +186,8 @@ def config_reference_markdown() -> str:
         "the allowed range, or a field a config does not have, stops the run before anything "
         "is computed, with a message naming the field.", "",
         "## The run (top level)", "",
-        *_table(list(field_rows(RunConfig, skip=("data", "model", "eval", "study", "loss")))),
+        *_table(list(field_rows(RunConfig, skip=("data", "model", "eval", "study", "loss",
+                                                 "tracking")))),
         "## Data (`data.*`)", "",
         "`data=<preset>` chooses a source and its split; the fields below apply to every "
         "source.", "",
@@ -207,6 +209,9 @@ def config_reference_markdown() -> str:
         *_registry_sections("Studies (`study.*`, chosen by an `experiment=` preset)", "study",
                             STUDY_CONFIGS, prefix="study."),
         *_preset_list("Experiment presets", "experiment", "experiment"),
+        "## Tracking (`tracking.*`, chosen by `+tracking=mlflow`)", "",
+        _summary(TrackingConfig), "",
+        *_table(list(field_rows(TrackingConfig, "tracking."))),
     ]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -218,6 +223,7 @@ def undocumented_fields() -> list[str]:
     from linrec.models.configs import MODEL_CONFIGS
     from linrec.models.losses import LOSS_CONFIGS
     from linrec.studies.configs import STUDY_CONFIGS
+    from linrec.tracking import TrackingConfig
 
     missing: list[str] = []
     seen: set[type] = set()
@@ -235,6 +241,7 @@ def undocumented_fields() -> list[str]:
                 missing.append(f"{cls.__name__}.{field.name}")
 
     walk(RunConfig)
+    walk(TrackingConfig)
     for registry in (MODEL_CONFIGS, LOSS_CONFIGS, SOURCE_CONFIGS, SPLIT_CONFIGS, STUDY_CONFIGS):
         for cls in registry.values():
             walk(cls)
