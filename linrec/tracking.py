@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -76,13 +77,27 @@ class MlflowRun:
         store.mkdir(parents=True, exist_ok=True)
         self.client = MlflowClient(tracking_uri=f"sqlite:///{store / 'mlflow.db'}")
         name = config.experiment or (str(sweep_dir) if sweep_dir else DEFAULT_EXPERIMENT)
-        found = self.client.get_experiment_by_name(name)
-        experiment_id = found.experiment_id if found else self.client.create_experiment(
-            name, artifact_location=(store / "artifacts").as_uri())
+        experiment_id = self._experiment(name, (store / "artifacts").as_uri())
         self.run_id = self.client.create_run(
             experiment_id, run_name=Path(run_dir).name,
             tags={"linrec.run_dir": str(Path(run_dir).resolve())}).info.run_id
         self._log_params(_flat(run_config))
+
+    def _experiment(self, name: str, artifacts: str) -> str:
+        """The id of experiment `name`, created if missing (a parallel job of the same sweep may
+        create it first)."""
+        from mlflow.exceptions import MlflowException
+
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            return found.experiment_id
+        try:
+            return self.client.create_experiment(name, artifact_location=artifacts)
+        except MlflowException:
+            found = self.client.get_experiment_by_name(name)
+            if found is None:
+                raise
+            return found.experiment_id
 
     def _log_params(self, params: dict[str, str]) -> None:
         from mlflow.entities import Param
@@ -96,12 +111,13 @@ class MlflowRun:
         directory."""
         from mlflow.entities import Metric
 
+        now = int(time.time() * 1000)  # MLflow's timestamps: milliseconds
         metrics = []
         for split, result in record.get("splits", {}).items():
-            metrics += [Metric(metric_name(f"{split}/{key}"), float(value), 0, 0)
+            metrics += [Metric(metric_name(f"{split}/{key}"), float(value), now, 0)
                         for key, value in result.get("exact", {}).items() if value is not None]
         for epoch in (record.get("training") or {}).get("epochs", []):
-            metrics += [Metric(metric_name(f"train/{key}"), float(value), 0, int(epoch["epoch"]))
+            metrics += [Metric(metric_name(f"train/{key}"), float(value), now, int(epoch["epoch"]))
                         for key, value in epoch.items()
                         if key != "epoch" and isinstance(value, int | float)]
         for start in range(0, len(metrics), 1000):
