@@ -312,6 +312,8 @@ def _user_sampling_table(tests: dict[str, SplitReport], split: Any, study: Any, 
     sample size, beside the exact metric of m randomly drawn users (every target of each, ranked
     among all items) for each m of `study.user_samples`, mean ± std over the repeats. The users
     drawn in a repeat are the same for every model."""
+    if not study.user_samples:
+        return {}
     metrics, k_max, repeats = _protocol(tests)
     target_users, _ = canonical_targets(split.test)  # a test row is a user
     n_users = int(np.unique(target_users).size)
@@ -321,8 +323,6 @@ def _user_sampling_table(tests: dict[str, SplitReport], split: Any, study: Any, 
                     [m for m in study.user_samples if m >= n_users], n_users)
     name = study.user_sampling_estimator
     item_settings = [s for s in _first(tests).sampled if s != "adaptive"]
-    if not study.user_samples:
-        return {}
     global_ranks = {label: canonical_global_ranks(test.rank_table, split.test)
                     for label, test in tests.items()}
     errors = {(label, m, size): [] for label in tests for m in metrics for size in sizes}
