@@ -172,6 +172,9 @@ _TRAINING = Key("training", "object", "the training log of a model trained by ep
             required=False),
         Key("seconds_per_pass", "number|null", "method sampled: the mean seconds of a pass",
             required=False),
+        Key("n_max", "integer", "estimator adaptive_mle: the largest set size", required=False),
+        Key("mean_sample_size", "number|null", "estimator adaptive_mle: the mean set size of "
+            "the last pass", required=False),
     ), required=False),
 ))
 

@@ -87,16 +87,29 @@ class ValidationConfig(Params):
     """eval.validation: the metric a trainer selects epochs and drives its schedule on. exact:
     `eval.selection` on the validation users, every item ranked; sampled: its target-level
     value estimated from the ranks of each held-out item among n − 1 items sampled once
-    (seeded by the run seed), by `estimator` (linrec/eval/sampled_validation.py)."""
+    (seeded by the run seed), by `estimator` (linrec/eval/sampled_validation.py); with
+    `adaptive_mle` a target ranked first among its n items is ranked again among twice as many,
+    up to `n_max` (adaptive sampling, Li et al. 2023, Algorithm 1)."""
 
     where = "eval.validation"
 
     method: str = param("exact", choices=VALIDATION_METHODS,
                         doc="exact (rank every item) | sampled (estimate from sampled ranks)")
-    estimator: str = param("mn_mle", choices=FIXED_SIZE_ESTIMATORS,
+    estimator: str = param("mn_mle", choices=FIXED_SIZE_ESTIMATORS + ADAPTIVE_ESTIMATORS,
                            doc="the estimator of method=sampled")
-    sample_size: int = param(100, ge=2, doc="n of method=sampled: the target plus n-1 sampled")
+    sample_size: int = param(100, ge=2, doc="n of method=sampled: the target plus n-1 sampled "
+                                            "(adaptive_mle: the first set size n0)")
     replace: bool = param(True, doc="method=sampled: with replacement (binomial) or without")
+    n_max: int = param(3200, ge=2, doc="estimator=adaptive_mle: the largest set size, "
+                                       "sample_size·2^t")
+
+    def check(self) -> None:
+        ratio = self.n_max // self.sample_size
+        if self.estimator in ADAPTIVE_ESTIMATORS and (
+                self.n_max % self.sample_size or ratio & (ratio - 1)):
+            raise ConfigError(f"eval.validation.n_max={self.n_max} must be "
+                              f"eval.validation.sample_size={self.sample_size} times a power "
+                              "of 2 (adaptive sampling doubles the set)")
 
 
 @dataclass

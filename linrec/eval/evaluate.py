@@ -103,9 +103,10 @@ def validation_score(split: Split, config: EvalConfig | None = None, *, seed: in
                                     sample_size=how.sample_size, replace=how.replace, seed=seed,
                                     users_known=not split.strong,
                                     memory_budget_mb=config.memory_budget_mb,
-                                    exclude_foldin=config.exclude_foldin)
+                                    exclude_foldin=config.exclude_foldin, n_max=how.n_max)
+        up_to = f" up to {sampled.levels[-1]}" if len(sampled.levels) > 1 else ""
         sampled.fingerprint = (f"{on} {key} seed={seed} sampled {how.estimator} "
-                               f"n={how.sample_size} {sampled.scheme}{ranked}")
+                               f"n={how.sample_size}{up_to} {sampled.scheme}{ranked}")
         return sampled
     ks = config.ks_for(split.n_items)
     metric = key.partition("@")[0]

@@ -13,6 +13,12 @@ fold-in items and other targets never beat a target), estimates the distribution
 ranks with the chosen estimator and returns the target-level metric at K that it implies
 (`EstimateResult.curve`).
 
+With `adaptive_mle` (adaptive sampling, Li et al. 2023, Algorithm 1) a target ranked first among
+its n0 items is ranked again among a fresh set of 2·n0, and so on up to n_max; each level is a
+draw of its own (the sampler's repeat = the level), fixed for the whole fit like the first, and
+only the targets that reach a level are scored there. The estimator takes each target's last
+rank and set size.
+
 The value is the target-level metric (each held-out item counts once), an estimate of the
 exact one; it is what the trainer compares between epochs, and results.json records which
 validation selected the epochs (`describe`).
@@ -30,10 +36,11 @@ from linrec.data.splits import EvalSet
 from linrec.errors import ConfigError
 from linrec.eval._checks import check_sample_size
 from linrec.eval._sparse import binary_sorted_csr, csr_contains
-from linrec.eval.estimators.registry import estimate
+from linrec.eval.estimators.registry import ADAPTIVE_ESTIMATORS, estimate
 from linrec.eval.metrics import curve, parse_metric_key
 from linrec.eval.negatives import NegativeSampler, canonical_targets
 from linrec.eval.sampled_block import sampling_scheme
+from linrec.eval.simulate import adaptive_levels
 from linrec.item_order import sampled_wins, tie_break_keys_at
 from linrec.scoring import gather_scores
 
@@ -52,7 +59,8 @@ class SampledValidation:
 
     def __init__(self, evalset: EvalSet, n_items: int, *, key: str, estimator: str,
                  sample_size: int, replace: bool, seed: int, users_known: bool,
-                 memory_budget_mb: float = 512, exclude_foldin: bool = True) -> None:
+                 memory_budget_mb: float = 512, exclude_foldin: bool = True,
+                 n_max: int | None = None) -> None:
         self.metric, self.k = parse_metric_key(key, where="eval.selection")
         if self.k is None:
             raise ConfigError(f"eval.selection={key}: sampled validation estimates a metric at "
@@ -61,19 +69,22 @@ class SampledValidation:
         self.sample_size = check_sample_size(
             n_items, sample_size, where="eval.validation.sample_size",
             hint=f"lower it below the catalogue's {n_items} items")
+        #: the set sizes n0·2^j a target may reach (one level unless the estimator is adaptive)
+        self.levels = (adaptive_levels(n_items, self.sample_size, n_max or self.sample_size)
+                       if estimator in ADAPTIVE_ESTIMATORS else np.array([self.sample_size]))
         self.scheme = sampling_scheme(replace)
         self.seed, self.users_known = int(seed), bool(users_known)
         self.evalset, self.replace = evalset, bool(replace)
         self.exclude_foldin = bool(exclude_foldin)
         self.rows, self._targets = canonical_targets(evalset)
         self.users = np.asarray(evalset.users, dtype=np.int64)[self.rows]
-        #: targets per call of score_items, bounded as if each pair's item row (64 float32) were
-        #: gathered; a model that reads full rows batches those itself
-        self.chunk = max(1, int(memory_budget_mb * 2**20) // (self.sample_size * 64 * 4))
         self.memory_budget_mb = memory_budget_mb
         self.items: np.ndarray | None = None  # drawn at the first pass (a model may never ask)
         self.never_beats: np.ndarray | None = None
+        self._excluded: sp.csr_matrix | None = None
+        self._samplers: dict[int, NegativeSampler] = {}  # adaptive levels >= 1, made when needed
         self.ranks = np.zeros(len(self.rows), dtype=np.int64)
+        self.sizes = np.full(len(self.rows), self.sample_size, dtype=np.int64)
         self.seconds, self.calls, self.draw_seconds = 0.0, 0, 0.0
 
     def _draw(self) -> None:
@@ -83,13 +94,43 @@ class SampledValidation:
         never_beat = sp.csr_matrix(self.evalset.targets)
         if self.exclude_foldin:
             never_beat = never_beat + sp.csr_matrix(self.evalset.foldin)
-        excluded = binary_sorted_csr(never_beat)
-        negatives = NegativeSampler(self.seed, self.rows, self._targets, self.n_items,
-                                    self.sample_size, self.replace, "all_but_target",
-                                    excluded).all(0)
+        self._excluded = excluded = binary_sorted_csr(never_beat)
+        negatives = self._sampler(0).all(0)
         self.items = np.concatenate([self._targets[:, None], negatives], axis=1).astype(
             np.int32 if self.n_items < 2**31 else np.int64)
         self.never_beats = csr_contains(excluded, self.rows[:, None], negatives)
+
+    def _sampler(self, level: int) -> NegativeSampler:
+        """The sampler of the sets of size levels[level]; each level draws its own stream
+        (repeat = level), the same at every pass."""
+        if level not in self._samplers:
+            self._samplers[level] = NegativeSampler(
+                self.seed, self.rows, self._targets, self.n_items, int(self.levels[level]),
+                self.replace, "all_but_target", self._excluded)
+        return self._samplers[level]
+
+    def _grow(self, model: Any) -> None:
+        """Adaptive sampling (Li et al. 2023, Algorithm 1): a target ranked first among its
+        levels[j] items is ranked again among a fresh set of levels[j + 1] items, up to the
+        last level; `ranks` and `sizes` end at each target's last set."""
+        self.sizes[:] = self.levels[0]
+        for level in range(1, len(self.levels)):
+            grow = np.flatnonzero(self.ranks == 1)  # first among its set at the last level
+            if grow.size == 0:
+                return
+            negatives = self._sampler(level).negatives(level, grow)
+            items = np.concatenate([self._targets[grow, None], negatives], axis=1)
+            never = csr_contains(self._excluded, self.rows[grow, None], negatives)
+            for lo in range(0, grow.size, self.targets_per_call(level)):
+                part = slice(lo, lo + self.targets_per_call(level))
+                self.ranks[grow[part]] = self._pair_ranks(model, grow[part], items[part],
+                                                          never[part])
+            self.sizes[grow] = self.levels[level]
+
+    def targets_per_call(self, level: int) -> int:
+        """Targets per call of score_items at a level, bounded as if each pair's item row (64
+        float32) were gathered; a model that reads full rows batches those itself."""
+        return max(1, int(self.memory_budget_mb * 2**20) // (int(self.levels[level]) * 64 * 4))
 
     def __call__(self, model: Any) -> float:
         if self.items is None:
@@ -97,19 +138,28 @@ class SampledValidation:
             self._draw()
             self.draw_seconds = time.perf_counter() - start
         start = time.perf_counter()
-        for lo in range(0, len(self.rows), self.chunk):
-            hi = min(lo + self.chunk, len(self.rows))
-            self.ranks[lo:hi] = self._ranks(model, slice(lo, hi))
+        chunk = self.targets_per_call(0)
+        for lo in range(0, len(self.rows), chunk):
+            part = np.arange(lo, min(lo + chunk, len(self.rows)))
+            self.ranks[part] = self._pair_ranks(model, part, self.items[part],
+                                                self.never_beats[part])
+        adaptive = len(self.levels) > 1
+        if adaptive:
+            self._grow(model)
         p_hat = estimate(self.estimator, self.ranks, n_items=self.n_items,
-                         sample_size=self.sample_size, scheme=self.scheme).p_hat
+                         sample_size=self.sizes if adaptive else self.sample_size,
+                         scheme=self.scheme).p_hat
         value = float(curve(p_hat, self.metric, self.k)[self.k - 1])
         self.seconds += time.perf_counter() - start
         self.calls += 1
         return value
 
-    def _ranks(self, model: Any, part: slice) -> np.ndarray:
-        """1 + #{sampled items beating the target} of the targets in `part`: int64."""
-        rows, users, items = self.rows[part], self.users[part], self.items[part]
+    def _pair_ranks(self, model: Any, part: np.ndarray, items: np.ndarray,
+                    never_beats: np.ndarray) -> np.ndarray:
+        """1 + #{sampled items beating the target} of the targets at positions `part`: int64.
+        items (len(part), m): each target then its m − 1 sampled items; never_beats (len(part),
+        m − 1): the sampled items that cannot beat it."""
+        rows, users = self.rows[part], self.users[part]
         foldin, known = self.evalset.foldin[rows], users if self.users_known else None
         if hasattr(model, "score_items"):
             scores = np.asarray(model.score_items(foldin, known, items))
@@ -119,13 +169,17 @@ class SampledValidation:
         won = sampled_wins(scores[:, 1:], scores[:, :1],
                            lambda t, j: tie_break_keys_at(self.seed, users[t], items[t, j + 1]),
                            lambda t: tie_break_keys_at(self.seed, users[t], items[t, 0]))
-        won &= ~self.never_beats[part]
+        won &= ~never_beats
         return 1 + won.sum(axis=1, dtype=np.int64)
 
     def describe(self) -> dict[str, Any]:
         """What selected the epochs, for results.json."""
-        return {"method": "sampled", "metric": f"target-level {self.key}",
-                "estimator": self.estimator, "sample_size": self.sample_size,
-                "scheme": self.scheme, "seed": self.seed, "n_targets": int(len(self.rows)),
-                "passes": self.calls, "draw_seconds": self.draw_seconds,
-                "seconds_per_pass": self.seconds / self.calls if self.calls else None}
+        described = {"method": "sampled", "metric": f"target-level {self.key}",
+                     "estimator": self.estimator, "sample_size": self.sample_size,
+                     "scheme": self.scheme, "seed": self.seed, "n_targets": int(len(self.rows)),
+                     "passes": self.calls, "draw_seconds": self.draw_seconds,
+                     "seconds_per_pass": self.seconds / self.calls if self.calls else None}
+        if len(self.levels) > 1:
+            described.update(n_max=int(self.levels[-1]), mean_sample_size=(
+                float(self.sizes.mean()) if self.calls else None))
+        return described

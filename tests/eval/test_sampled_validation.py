@@ -26,12 +26,15 @@ from tests.conftest import FixedScores, make_evalset, run_command
 
 
 def _brute_force_ranks(scores: np.ndarray, evalset, n_items: int, sample_size: int,
-                       seed: int) -> np.ndarray:
+                       seed: int, repeat: int = 0, positions=None) -> np.ndarray:
     """1 + #{sampled j beating the target}, one target at a time: j beats t when its score is
     higher, or equal with a smaller seeded key; the user's fold-in items and other targets
-    never do."""
+    never do. The sampled items are the sampled block's draw `repeat` (of the targets at
+    canonical `positions`; None: all)."""
     rows, items = canonical_targets(evalset)
-    negatives = draw_negatives(seed, 0, rows, items, n_items, sample_size)
+    negatives = draw_negatives(seed, repeat, rows, items, n_items, sample_size)
+    if positions is not None:
+        rows, items, negatives = rows[positions], items[positions], negatives[positions]
     excluded = (evalset.foldin + evalset.targets).toarray() > 0
     out = []
     for row, target, sampled in zip(rows, items, negatives, strict=True):
@@ -51,13 +54,49 @@ def test_sampled_ranks_and_estimate_against_brute_force():
     validation = SampledValidation(evalset, n_items, key="ndcg@10", estimator="mle",
                                    sample_size=n, replace=True, seed=5, users_known=True,
                                    memory_budget_mb=0.001)  # a few targets per chunk
-    assert validation.chunk < len(validation.rows)
+    assert validation.targets_per_call(0) < len(validation.rows)
     value = validation(FixedScores(scores.astype(np.float64)))
     want = _brute_force_ranks(scores, evalset, n_items, n, seed=5)
     np.testing.assert_array_equal(validation.ranks, want)
     p_hat = estimate("mle", want, n_items=n_items, sample_size=n, scheme="binomial").p_hat
     assert value == pytest.approx(curve(p_hat, "ndcg", 10)[9], rel=1e-12)
     assert validation.calls == 1 and validation.describe()["n_targets"] == len(want)
+
+
+def test_adaptive_validation_ranks_a_target_ranked_first_again_among_twice_as_many():
+    """estimator=adaptive_mle (Li et al. 2023, Algorithm 1): a target ranked first among its
+    n items is ranked among a fresh set of 2n, up to n_max; each level is a draw of its own,
+    the same at every pass. Against the brute force on each level's draw, and the estimate
+    against adaptive_mle on those ranks and sizes."""
+    n_items, n0, n_max, seed = 90, 10, 40, 5
+    evalset = make_evalset(60, n_items, seed=3, min_targets=1)
+    rng = np.random.default_rng(4)
+    scores = rng.random((int(evalset.users.max()) + 1, n_items))
+    targets = evalset.targets.tocoo()
+    scores[evalset.users[targets.row], targets.col] += 0.6  # many targets first at n0
+    validation = SampledValidation(evalset, n_items, key="recall@10", estimator="adaptive_mle",
+                                   sample_size=n0, replace=True, seed=seed, users_known=True,
+                                   n_max=n_max, memory_budget_mb=0.01)  # a few per call
+    value = validation(FixedScores(scores))
+    ranks = _brute_force_ranks(scores, evalset, n_items, n0, seed)
+    sizes = np.full(len(ranks), n0)
+    for level, size in enumerate((20, 40), start=1):
+        grow = np.flatnonzero((ranks == 1) & (sizes == size // 2))
+        ranks[grow] = _brute_force_ranks(scores, evalset, n_items, size, seed, level, grow)
+        sizes[grow] = size
+    assert set(sizes) == {10, 20, 40}
+    np.testing.assert_array_equal(validation.ranks, ranks)
+    np.testing.assert_array_equal(validation.sizes, sizes)
+    p_hat = estimate("adaptive_mle", ranks, n_items=n_items, sample_size=sizes).p_hat
+    assert value == pytest.approx(curve(p_hat, "recall", 10)[9], rel=1e-12)
+    assert validation(FixedScores(scores)) == value  # the same sets at every pass
+    described = validation.describe()
+    assert described["n_max"] == 40 and described["mean_sample_size"] == pytest.approx(
+        sizes.mean())
+    with pytest.raises(ConfigError, match="n_max=300 must be eval.validation.sample_size=100 "
+                                          "times a power of 2"):
+        EvalConfig(validation={"method": "sampled", "estimator": "adaptive_mle",
+                               "n_max": 300})
 
 
 @pytest.fixture(scope="module")
