@@ -52,10 +52,11 @@ class SampledValidation:
     estimator name; sample_size: n (the target and n − 1 sampled items); replace: binomial
     (True) or hypergeometric sampling; seed: the run seed (sampled items and tie-break keys);
     users_known: score users by id (weak generalization) or fold them in; exclude_foldin=False:
-    the fold-in items may beat a target like any other item. After each call,
-    `ranks` holds the sampled ranks (int64 (T,), canonical target order), `seconds` / `calls`
-    the time spent in passes so far, and `draw_seconds` the one-off drawing of the sample sets
-    at the first pass."""
+    the fold-in items may beat a target like any other item; n_max: the largest set of the
+    adaptive estimator (ignored by the others). After each call, `ranks` holds the sampled ranks
+    and `sizes` the size of the set each was ranked in (int64 (T,), canonical target order),
+    `seconds` / `calls` the time spent in passes so far, and `draw_seconds` the one-off drawing
+    of the first sample sets."""
 
     def __init__(self, evalset: EvalSet, n_items: int, *, key: str, estimator: str,
                  sample_size: int, replace: bool, seed: int, users_known: bool,
@@ -82,7 +83,7 @@ class SampledValidation:
         self.items: np.ndarray | None = None  # drawn at the first pass (a model may never ask)
         self.never_beats: np.ndarray | None = None
         self._excluded: sp.csr_matrix | None = None
-        self._samplers: dict[int, NegativeSampler] = {}  # adaptive levels >= 1, made when needed
+        self._samplers: dict[int, NegativeSampler] = {}  # one per level, made when first needed
         self.ranks = np.zeros(len(self.rows), dtype=np.int64)
         self.sizes = np.full(len(self.rows), self.sample_size, dtype=np.int64)
         self.seconds, self.calls, self.draw_seconds = 0.0, 0, 0.0
