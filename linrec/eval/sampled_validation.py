@@ -49,7 +49,8 @@ class SampledValidation:
     """model -> the estimate of the target-level `key` ("recall@20") on `evalset`.
 
     evalset: the validation (or test) users; n_items: catalogue size; estimator: a fixed-size
-    estimator name; sample_size: n (the target and n − 1 sampled items); replace: binomial
+    estimator name or adaptive_mle; sample_size: n (the target and n − 1 sampled items; the
+    first set of adaptive_mle); replace: binomial
     (True) or hypergeometric sampling; seed: the run seed (sampled items and tie-break keys);
     users_known: score users by id (weak generalization) or fold them in; exclude_foldin=False:
     the fold-in items may beat a target like any other item; n_max: the largest set of the
