@@ -72,9 +72,10 @@ class SamplingStudyConfig(StudyConfig):
                                           doc="user-sampling table: numbers of users drawn "
                                               "(each with every target it has) and ranked "
                                               "exactly; () skips the table")
-    user_sampling_estimator: str = param("mn_mes", doc="the item-sampling estimator the "
-                                                       "user-sampling table sets beside it "
-                                                       "(one of eval.sampled.estimators)")
+    user_sampling_estimator: str | None = param(
+        None, doc="the item-sampling estimator the user-sampling table sets beside it (one of "
+                  "eval.sampled.estimators); null: mn_mes when it is among them, else the last "
+                  "of them")
 
     def check(self) -> None:
         if not self.runs:

@@ -87,8 +87,9 @@ def run(config: Any, run_dir: Path) -> None:
                                "are": _error_tables(tests, tables),
                                "winners": _winner_table(tests, study.winner_ks, tables),
                                "mapping": _mapping_tables(tests, test_set, study, tables),
-                               "user_sampling": _user_sampling_table(tests, test_set, study,
-                                                                     config.seed, tables)}
+                               "user_sampling": _user_sampling_table(
+                                   tests, test_set, study, _user_sampling_estimator(config),
+                                   config.seed, tables)}
     if study.runs:
         summary["saved_runs"] = {label: str(path) for label, path in _saved_runs(study.runs)}
     write_study_index(run_dir, config, dataset, summary)
@@ -290,11 +291,20 @@ def _mapping_tables(tests: dict[str, SplitReport], split: Any, study: Any,
     return summary
 
 
+def _user_sampling_estimator(config: Any) -> str | None:
+    """The estimator the user-sampling table sets beside user sampling: the one named, else
+    mn_mes when the sampled block runs it, else the last it runs (None: it runs none)."""
+    named, run = config.study.user_sampling_estimator, config.eval.sampled.estimators
+    if named is not None:
+        return named
+    return "mn_mes" if "mn_mes" in run else (run[-1] if run else None)
+
+
 def _check_user_sampling(config: Any) -> None:
-    """The user-sampling table's estimator is one the sampled block runs (checked before any
+    """A named user-sampling estimator is one the sampled block runs (checked before any
     fit)."""
     study, sampled = config.study, config.eval.sampled
-    if (study.user_samples and sampled.sample_sizes
+    if (study.user_samples and sampled.sample_sizes and study.user_sampling_estimator is not None
             and study.user_sampling_estimator not in sampled.estimators):
         raise ConfigError(f"study.user_sampling_estimator={study.user_sampling_estimator!r} is "
                           f"not among eval.sampled.estimators={list(sampled.estimators)}; name "
@@ -305,13 +315,13 @@ def _check_user_sampling(config: Any) -> None:
 _USER_SAMPLING_SEED_TAG = 0x05E2
 
 
-def _user_sampling_table(tests: dict[str, SplitReport], split: Any, study: Any, seed: int,
-                         tables: Path) -> dict[str, Any]:
+def _user_sampling_table(tests: dict[str, SplitReport], split: Any, study: Any,
+                         name: str | None, seed: int, tables: Path) -> dict[str, Any]:
     """Item sampling against user sampling (Li 2023, §2.8.6, Tables 6–7): per model and metric,
-    the average relative error over K = 1..K max of `study.user_sampling_estimator` at each fixed
-    sample size, beside the exact metric of m randomly drawn users (every target of each, ranked
-    among all items) for each m of `study.user_samples`, mean ± std over the repeats. The users
-    drawn in a repeat are the same for every model."""
+    the average relative error over K = 1..K max of estimator `name` at each fixed sample size
+    (no item columns when name is None), beside the exact metric of m randomly drawn users
+    (every target of each, ranked among all items) for each m of `study.user_samples`, mean ±
+    std over the repeats. The users drawn in a repeat are the same for every model."""
     if not study.user_samples:
         return {}
     metrics, k_max, repeats = _protocol(tests)
@@ -321,8 +331,7 @@ def _user_sampling_table(tests: dict[str, SplitReport], split: Any, study: Any, 
     if len(sizes) < len(study.user_samples):
         log.warning("user samples %s are not below the %d test users and are skipped",
                     [m for m in study.user_samples if m >= n_users], n_users)
-    name = study.user_sampling_estimator
-    item_settings = [s for s in _first(tests).sampled if s != "adaptive"]
+    item_settings = [s for s in _first(tests).sampled if s != "adaptive"] if name else []
     global_ranks = {label: canonical_global_ranks(test.rank_table, split.test)
                     for label, test in tests.items()}
     errors = {(label, m, size): [] for label in tests for m in metrics for size in sizes}
@@ -350,7 +359,8 @@ def _user_sampling_table(tests: dict[str, SplitReport], split: Any, study: Any, 
                 summary[f"{label}/{m}/{column}"] = {"mean": mean, "std": std}
             rows.append(row)
     write_table(tables, "user_sampling", list(rows[0]), rows,
-                f"Average relative error (%) over K=1..{k_max}, test split: item sampling "
-                f"({name}) against the exact metric of randomly drawn users, {repeats} repeats "
-                f"(of {n_users} test users)")
+                f"Average relative error (%) over K=1..{k_max}, test split: "
+                + (f"item sampling ({name}) against " if name else "")
+                + f"the exact metric of randomly drawn users, {repeats} repeats (of {n_users} "
+                f"test users)")
     return summary
