@@ -54,8 +54,11 @@ def gather_scores(score: Callable[[sp.csr_matrix, np.ndarray | None], np.ndarray
                                           return_inverse=True)
         rows = foldin[first]
     out = np.empty(items.shape, dtype=np.float64)
+    order = np.argsort(inverse, kind="stable")  # the asked rows grouped by the row they read
+    sorted_rows = inverse[order]
     for part, scores in scored_batches(score, rows, users, owner="score_items",
                                        memory_budget_mb=memory_budget_mb):
-        mine = np.flatnonzero((inverse >= part.start) & (inverse < part.stop))
+        lo, hi = np.searchsorted(sorted_rows, (part.start, part.stop))
+        mine = order[lo:hi]
         out[mine] = scores[inverse[mine, None] - part.start, items[mine]]
     return out

@@ -334,17 +334,18 @@ def _user_sampling_table(tests: dict[str, SplitReport], split: Any, study: Any,
     item_settings = [s for s in _first(tests).sampled if s != "adaptive"] if name else []
     global_ranks = {label: canonical_global_ranks(test.rank_table, split.test)
                     for label, test in tests.items()}
+    exact = {label: next(iter(test.sampled.values())).exact_curves
+             for label, test in tests.items()}
     errors = {(label, m, size): [] for label in tests for m in metrics for size in sizes}
     for repeat in range(repeats):
         rng = np.random.default_rng([seed, _USER_SAMPLING_SEED_TAG, repeat])
         for size in sizes:
             chosen = sampled_users_targets(target_users, size, rng)
-            for label, test in tests.items():
-                exact = next(iter(test.sampled.values())).exact_curves
+            for label in tests:
                 for m in metrics:
                     estimate = ranks_curve(global_ranks[label][chosen], m, k_max)
                     errors[label, m, size].append(
-                        average_relative_error(estimate, exact[m], range(1, k_max + 1)))
+                        average_relative_error(estimate, exact[label][m], range(1, k_max + 1)))
     rows, summary = [], {}
     for label, test in tests.items():
         for m in metrics:
