@@ -7,8 +7,8 @@ Per dataset (runs on different datasets or split protocols are never mixed in on
 - every run: its swept settings, seed, validation selection value and the reported split's
   metrics;
 - the comparison: per model the configuration best on validation, the reported split's metrics
-  as mean ± std over seeds, the best value per column in bold, and paired tests against the
-  baseline (paired t `*`, Wilcoxon `†`, Holm-corrected);
+  as mean ± std over seeds, the best value per column in bold, and tests against the
+  baseline (paired t `*` and Wilcoxon `†` over users, Welch t `‡` over seeds, Holm-corrected);
 - the differences: per model its mean per-user difference from the baseline with a percentile
   bootstrap interval over the shared users (at confidence 1 − alpha);
 - figures (linrec.report.figures): the metric against K of each model's chosen configuration,

@@ -87,12 +87,14 @@ def comparison_table(results: list, split: str, metrics: list[str], dataset: str
     notes = [f"Per model the configuration with the best mean {sel_metric} on {sel_split}; "
              f"{split} metrics as mean ± std over {'/'.join(map(str, n_seeds))} seed(s); "
              "bold: best per column."]
+    if any(r.pvalues for r in results):
+        legend = ", ".join(f"{mark} {what}" for _, mark, what in MARKERS)
+        notes.append(f"Against {baseline}, Holm-corrected over the models, p < {alpha}: "
+                     f"{legend}. The tests over users take each user's value averaged over the "
+                     "seeds; the test over seeds (where both have two or more) asks whether "
+                     "the gap exceeds the run-to-run spread.")
     if note:
-        notes.append(note.capitalize() + ".")
-    else:
-        legend = ", ".join(f"{mark} {test.replace('_', ' ')}" for test, mark in MARKERS)
-        notes.append(f"Against {baseline}, per-user paired tests, Holm-corrected over the "
-                     f"models, p < {alpha}: {legend}.")
+        notes.append(note[0].upper() + note[1:] + ".")
     for r in results:
         if r.note:
             notes.append(f"{r.model}: {r.note}.")

@@ -1,6 +1,6 @@
 """The baseline comparison of a report: per model, the configuration with the best validation
 selection value (mean over seeds), its metrics on the reported split as mean ± std over seeds,
-and paired significance tests of its per-user values against a baseline model.
+and significance tests against a baseline model, over users and over seeds.
 
 Protocol (that of the source papers' tables): the configuration is chosen on validation only; the
 reported split's metrics of that configuration are shown. Runs without a validation split (selected
@@ -11,12 +11,21 @@ share by the paired t-test and the Wilcoxon signed-rank test, each Holm-correcte
 compared (per metric). Beside the tests, the mean per-user difference from the baseline with
 its percentile bootstrap interval over the same users (at confidence 1 − alpha) says how large
 the difference is.
+
+The per-user tests hold the trained models fixed: they ask whether these users prefer one model,
+not whether training again would give the same order. Where both the model and the baseline ran
+at two seeds or more, Welch's t-test over the runs' values of each metric (one value per seed)
+asks the second question: whether the gap exceeds the run-to-run spread of the protocol. It is
+Holm-corrected over the models like the others. Two configurations whose runs do not vary at all
+(a closed form at every seed) are different without a spread to exceed (p = 0) or equal (not
+tested).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,12 +41,15 @@ from linrec.eval.significance import (
     holm,
     paired_bootstrap_cis,
     paired_t,
+    two_sample_t,
     wilcoxon_signed_rank,
 )
 from linrec.results import RANKS_FILE
 
-#: significance markers: (test, marker)
-MARKERS = (("paired_t", "*"), ("wilcoxon", "†"))
+#: significance markers: (test, marker, what it tests)
+MARKERS = (("paired_t", "*", "paired t over users"),
+           ("wilcoxon", "†", "Wilcoxon signed-rank over users"),
+           ("welch_t_seeds", "‡", "Welch t over the seeds' values"))
 #: bootstrap resamples of the paired difference's interval (the report's default)
 BOOTSTRAP_RESAMPLES = 1000
 
@@ -53,8 +65,8 @@ class ModelResult:
     selection_metric: str | None
     selection_split: str | None
     selection: float | None
-    means: dict[str, float]
-    stds: dict[str, float]
+    #: metric -> its value in each of `runs` that has one (the seeds of the configuration)
+    values: dict[str, list[float]]
     n_configurations: int
     pvalues: dict[str, dict[str, float]] = field(default_factory=dict)
     #: metric -> mean per-user difference from the baseline with its bootstrap interval
@@ -63,9 +75,20 @@ class ModelResult:
     n_users: int | None = None
     note: str | None = None
 
+    @property
+    def means(self) -> dict[str, float]:
+        """metric -> mean over the seeds (NaN without a value)."""
+        return {m: float(np.mean(v)) if v else float("nan") for m, v in self.values.items()}
+
+    @property
+    def stds(self) -> dict[str, float]:
+        """metric -> standard deviation (ddof 1) over the seeds (NaN with fewer than two)."""
+        return {m: float(np.std(v, ddof=1)) if len(v) > 1 else float("nan")
+                for m, v in self.values.items()}
+
     def marks(self, metric: str, alpha: float) -> str:
         tests = self.pvalues.get(metric, {})
-        return "".join(mark for test, mark in MARKERS
+        return "".join(mark for test, mark, _ in MARKERS
                        if tests.get(test) is not None and tests[test] < alpha)
 
 
@@ -89,19 +112,16 @@ def best_configurations(frame: Any, metrics: Sequence[str]) -> list[ModelResult]
         best = max(scores, key=lambda s: (-math.inf if math.isnan(s[0]) else s[0], -s[1]))
         _, chosen = by_config[best[1]]
         first = chosen.iloc[0]
-        means, stds = {}, {}
-        for metric in metrics:
-            values = [float(v) for v in chosen[metric] if v is not None and not math.isnan(v)] \
-                if metric in chosen else []
-            means[metric] = float(np.mean(values)) if values else float("nan")
-            stds[metric] = float(np.std(values, ddof=1)) if len(values) > 1 else float("nan")
+        values = {metric: [float(v) for v in chosen[metric]
+                           if v is not None and not math.isnan(v)] if metric in chosen else []
+                  for metric in metrics}
         out.append(ModelResult(
             model=str(model), params={p: first.get(p) for p in params if p in chosen},
             runs=list(chosen["run"]), seeds=list(chosen["seed"]),
             selection_metric=first.get("selection_metric"),
             selection_split=first.get("selection_split"),
             selection=None if math.isnan(best[0]) else best[0],
-            means=means, stds=stds, n_configurations=len(by_config)))
+            values=values, n_configurations=len(by_config)))
     return out
 
 
@@ -175,24 +195,58 @@ def add_significance(results: list[ModelResult], baseline: str, split: str,
                      bootstrap: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> str | None:
     """Fill `pvalues` (Holm-adjusted) and, unless `bootstrap` is 0, `effects` (intervals at
     confidence 1 − alpha from `bootstrap` resamples, seeded) of every model against `baseline`;
-    returns a note when the tests could not be run (and why), else None."""
+    returns a note when some tests could not be run (and why), else None."""
     by_model = {r.model: r for r in results}
     if baseline not in by_model:
         return (f"no significance tests: the baseline {baseline!r} is not among the models "
                 f"({', '.join(sorted(by_model))})")
-    base = per_user_values(by_model[baseline].runs, split, metrics)
-    if base is None:
-        return f"no significance tests: the baseline's runs have no ranks file for {split}"
     others = [r for r in results if r.model != baseline]
     raw: dict[tuple[str, str], list[tuple[ModelResult, float]]] = {}
+    _seed_tests(by_model[baseline], others, metrics, raw)
+    note = _user_tests(by_model[baseline], others, split, metrics, alpha, bootstrap, seed, raw)
+    for (metric, test), entries in raw.items():
+        adjusted, _ = holm(np.array([p for _, p in entries]))
+        for (result, _), p in zip(entries, adjusted, strict=True):
+            result.pvalues.setdefault(metric, {})[test] = float(p)
+    return note
+
+
+def _seed_tests(base: ModelResult, others: Sequence[ModelResult], metrics: Sequence[str],
+                raw: dict[tuple[str, str], list[tuple[ModelResult, float]]]) -> None:
+    """Welch's t over the seeds' values of each metric (module docstring) into `raw`, for every
+    model with two runs or more when the baseline has two or more."""
+    for result in others:
+        for metric in metrics:
+            x, y = result.values.get(metric, []), base.values.get(metric, [])
+            if len(x) < 2 or len(y) < 2:
+                continue
+            if np.ptp(x) == 0 and np.ptp(y) == 0:  # no spread: equal, or different for sure
+                if x[0] == y[0]:
+                    continue
+                p = 0.0
+            else:
+                with warnings.catch_warnings():  # scipy warns on a constant side; its var is 0
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    p = two_sample_t(np.array(x), np.array(y)).pvalue
+            raw.setdefault((metric, "welch_t_seeds"), []).append((result, p))
+
+
+def _user_tests(base_result: ModelResult, others: Sequence[ModelResult], split: str,
+                metrics: Sequence[str], alpha: float, bootstrap: int, seed: int,
+                raw: dict[tuple[str, str], list[tuple[ModelResult, float]]]) -> str | None:
+    """The paired tests over users (into `raw`) and the bootstrap intervals (into each result's
+    `effects`) from the runs' ranks files; a note when the baseline has none."""
+    base = per_user_values(base_result.runs, split, metrics)
+    if base is None:
+        return f"no per-user tests: the baseline's runs have no ranks file for {split}"
     for result in others:
         values = per_user_values(result.runs, split, metrics)
         if values is None:
-            result.note = f"no ranks file for {split}: not tested"
+            result.note = f"no ranks file for {split}: not tested over users"
             continue
         common, i_base, i_model = np.intersect1d(base[0], values[0], return_indices=True)
         if common.size < 2:
-            result.note = "fewer than 2 users in common with the baseline: not tested"
+            result.note = "fewer than 2 users in common with the baseline: not tested over users"
             continue
         result.n_users = int(common.size)
         pairs = {m: (values[1][m][i_model], base[1][m][i_base]) for m in metrics}
@@ -204,10 +258,6 @@ def add_significance(results: list[ModelResult], baseline: str, split: str,
             for test, fn in (("paired_t", paired_t), ("wilcoxon", wilcoxon_signed_rank)):
                 p = fn(x[keep], y[keep]).pvalue if keep.sum() >= 2 else float("nan")
                 raw.setdefault((metric, test), []).append((result, 1.0 if math.isnan(p) else p))
-    for (metric, test), entries in raw.items():
-        adjusted, _ = holm(np.array([p for _, p in entries]))
-        for (result, _), p in zip(entries, adjusted, strict=True):
-            result.pvalues.setdefault(metric, {})[test] = float(p)
     return None
 
 

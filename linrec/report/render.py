@@ -102,8 +102,8 @@ def markdown(table: Table) -> str:
 _LATEX_ESCAPES = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
                   "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                   "\\": r"\textbackslash{}", "±": r"$\pm$", "†": r"$^{\dagger}$",
-                  "λ": r"$\lambda$", "τ": r"$\tau$", "Δ": r"$\Delta$", "−": r"$-$", "<": r"$<$",
-                  ">": r"$>$"}
+                  "‡": r"$^{\ddagger}$", "λ": r"$\lambda$", "τ": r"$\tau$", "Δ": r"$\Delta$",
+                  "−": r"$-$", "<": r"$<$", ">": r"$>$"}
 
 
 def latex_escape(text: str) -> str:
@@ -117,7 +117,7 @@ def _cell_tex(cell: Any) -> str:
             return ""
         text = rf"\textbf{{{text}}}" if cell.bold else text
         std = cell.std_text()
-        marks = cell.marks.replace("†", r"\dagger")
+        marks = cell.marks.replace("†", r"\dagger").replace("‡", r"\ddagger")
         return text + (rf" $\pm$ {std}" if std else "") + (f"$^{{{marks}}}$" if marks else "")
     return latex_escape(cell_text(cell))
 

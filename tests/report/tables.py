@@ -20,7 +20,7 @@ class Cell:
 
 
 Tables = list[tuple[str, list[str], list[list[Cell]]]]
-_MARKS = "*†"
+_MARKS = "*†‡"
 
 
 def _num(text: str, bold: bool) -> Cell:
@@ -34,7 +34,7 @@ def _md_cell(text: str) -> Cell:
     text = text.replace("**", "")
     if " ± " in text:
         return _num(text, bold)
-    return Cell(text.rstrip(_MARKS) if re.fullmatch(r"-?[\d.]+[*†]*", text) else text, "", bold)
+    return Cell(text.rstrip(_MARKS) if re.fullmatch(r"-?[\d.]+[*†‡]*", text) else text, "", bold)
 
 
 def markdown_tables(text: str) -> Tables:
@@ -76,7 +76,8 @@ def _tex_unescape(text: str) -> str:
     for tex, plain in ((r"\textasciitilde{}", "~"), (r"\textasciicircum{}", "^"),
                        (r"\textbackslash{}", "\\"), (r"$\lambda$", "λ"), (r"$\tau$", "τ"),
                        (r"$\Delta$", "Δ"), (r"$-$", "−"),
-                       (r"$<$", "<"), (r"$>$", ">"), (r"$^{\dagger}$", "†"), (r"$\pm$", "±")):
+                       (r"$<$", "<"), (r"$>$", ">"), (r"$^{\dagger}$", "†"),
+                       (r"$^{\ddagger}$", "‡"), (r"$\pm$", "±")):
         text = text.replace(tex, plain)
     return re.sub(r"\\([&%$#_{}])", r"\1", text)
 

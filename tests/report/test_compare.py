@@ -97,8 +97,8 @@ def test_per_user_values_are_recall_and_ndcg_of_the_ranks_averaged_over_runs(tmp
 
 def _result(model, runs):
     return ModelResult(model=model, params={}, runs=runs, seeds=[0], selection_metric="ndcg@10",
-                       selection_split="valid", selection=0.0, means={"recall@10": 0.0},
-                       stds={"recall@10": float("nan")}, n_configurations=1)
+                       selection_split="valid", selection=0.0, values={"recall@10": [0.0]},
+                       n_configurations=1)
 
 
 def test_significance_is_scipy_with_holm_over_the_models(tmp_path):
@@ -155,6 +155,40 @@ def test_each_model_gets_its_difference_from_the_baseline_with_a_bootstrap_inter
     assert results[1].effects == {} and results[1].pvalues  # the tests without intervals
 
 
+def test_the_test_over_seeds_is_welch_on_the_runs_values_with_holm(tmp_path):
+    """Welch's t over each side's per-seed values (scipy, Holm by hand over the models tested),
+    also where no run has a ranks file; a single seed is not tested, two configurations that
+    never vary are different for sure (p 0) or not tested (equal)."""
+    def result(model, values):
+        return ModelResult(model=model, params={}, runs=[str(tmp_path)] * len(values),
+                           seeds=list(range(len(values))), selection_metric="ndcg@10",
+                           selection_split="valid", selection=0.0,
+                           values={"recall@20": values}, n_configurations=1)
+
+    base = result("base", [0.180, 0.182, 0.1835])
+    gap = result("gap", [0.190, 0.1915, 0.1925])
+    noise = result("noise", [0.181, 0.1845, 0.179])
+    single = result("single", [0.3])
+    results = [base, gap, noise, single]
+    note = add_significance(results, "base", "test", ["recall@20"])
+    assert note == "no per-user tests: the baseline's runs have no ranks file for test"
+    raw = {r.model: stats.ttest_ind(r.values["recall@20"], base.values["recall@20"],
+                                    equal_var=False).pvalue for r in (gap, noise)}
+    assert raw["gap"] < 0.01 < 0.5 < raw["noise"]
+    holm = {"gap": min(1.0, 2 * raw["gap"])}
+    holm["noise"] = max(holm["gap"], raw["noise"])
+    for r in (gap, noise):
+        assert r.pvalues["recall@20"] == {"welch_t_seeds": pytest.approx(holm[r.model],
+                                                                         rel=1e-9)}
+    assert gap.marks("recall@20", 0.05) == "‡" and noise.marks("recall@20", 0.05) == ""
+    assert single.pvalues == {}  # one seed: no spread to compare with
+
+    fixed = result("base", [0.17, 0.17])
+    other, same = result("other", [0.16, 0.16]), result("same", [0.17, 0.17])
+    add_significance([fixed, other, same], "base", "test", ["recall@20"])
+    assert other.pvalues == {"recall@20": {"welch_t_seeds": 0.0}} and same.pvalues == {}
+
+
 def test_significance_explains_why_it_was_not_run(tmp_path):
     results = [_result("a", [str(tmp_path)]), _result("b", [str(tmp_path)])]
     assert "baseline 'pop' is not among the models (a, b)" in add_significance(
@@ -164,8 +198,8 @@ def test_significance_explains_why_it_was_not_run(tmp_path):
 
 def test_best_per_metric_ties_and_nan():
     a, b, c = (_result(m, []) for m in "abc")
-    a.means, b.means, c.means = ({"x": 0.5, "y": float("nan")}, {"x": 0.7, "y": float("nan")},
-                                 {"x": 0.7, "y": float("nan")})
+    a.values, b.values, c.values = ({"x": [0.5], "y": []}, {"x": [0.7], "y": []},
+                                    {"x": [0.7], "y": []})
     assert best_per_metric([a, b, c], ["x", "y"]) == {"x": "b"}  # ties: the first
 
 

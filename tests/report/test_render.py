@@ -13,7 +13,7 @@ from tests.report.tables import Cell, csv_tables, html_tables, latex_tables, mar
 TABLE = Table("A & B: λ_1 <5%>", ["model", "ndcg@10", "fit s"],
               [["x_1", Num(0.5, 0.01, bold=True, marks="*†"), Num(1.234, digits=2)],
                ["y", Num(float("nan")), Num(None)],
-               ["z|w", Num(0.25, float("nan"), marks="*"), Num(0.0, digits=2)]],
+               ["z|w", Num(0.25, float("nan"), marks="*‡"), Num(0.0, digits=2)]],
               ["p < 0.05", "second note"])
 CELLS = [[Cell("x_1"), Cell("0.5000", "0.0100", True), Cell("1.23")],
          [Cell("y"), Cell(""), Cell("")],
@@ -24,11 +24,12 @@ def test_formats_render_bold_std_marks_and_escapes():
     md = markdown(TABLE)
     assert md.startswith("### A & B: λ_1 <5%>\n")
     assert "| x_1 | **0.5000** ± 0.0100\\*† | 1.23 |" in md and "| y |  |  |" in md
-    assert "| z\\|w | 0.2500\\* | 0.00 |" in md and "p < 0.05  \nsecond note  " in md
+    assert "| z\\|w | 0.2500\\*‡ | 0.00 |" in md and "p < 0.05  \nsecond note  " in md
     tex = latex(TABLE)
     assert r"\toprule" in tex and r"\midrule" in tex and r"\bottomrule" in tex
     assert r"\begin{tabular}{lrr}" in tex
     assert r"\textbf{0.5000} $\pm$ 0.0100$^{*\dagger}$" in tex
+    assert r"0.2500$^{*\ddagger}$" in tex
     assert r"\caption{A \& B: $\lambda$\_1 $<$5\%$>$}" in tex and r"x\_1" in tex
     assert r"p $<$ 0.05 second note" in tex
     text = csv_text(TABLE)
@@ -36,6 +37,7 @@ def test_formats_render_bold_std_marks_and_escapes():
     assert text.splitlines()[1] == "x_1,0.5000,0.0100,1.23"
     page = html_page("t", [Section("s", [TABLE])])
     assert "<td><b>0.5000</b> ± 0.0100<sup>*†</sup></td>" in page
+    assert "<td>0.2500<sup>*‡</sup></td>" in page
     assert "<h3>A &amp; B: λ_1 &lt;5%&gt;</h3>" in page
 
 
