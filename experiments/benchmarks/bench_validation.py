@@ -1,10 +1,13 @@
 """Benchmark one validation pass of a trainer: exact (every item ranked; the reference) against
 sampled (eval.validation.method=sampled: n − 1 sampled items per held-out item, only those pairs
-scored, then an estimator), in the same run.
+scored, then an estimator; adaptive_mle ranks a target ranked first again among 2n, ... up to
+ADAPTIVE_N_MAX items), in the same run.
 
 Two parts:
   real   --data DIR: a LightGCN-format split (Gowalla's train.txt / test.txt), 10 % of the
-         training rows held out for validation, MF (cosine, 64 dimensions) after one epoch;
+         training rows held out for validation, MF (cosine, 64 dimensions) after one epoch, or
+         with --checkpoint FILE the best tables of a fit on that split (an MF checkpoint.pt:
+         adaptive sampling costs more on a trained model, whose targets often rank first);
          each validation's seconds and value.
   sizes  synthetic catalogues of --sizes items (up to 1 M), --users validation users with
          --targets held-out items each, a factor model with 64-dimensional random embeddings
@@ -12,6 +15,8 @@ Two parts:
          vs sampled seconds per pass; --figure PATH writes them as a PNG and a PDF.
 
     python experiments/benchmarks/bench_validation.py --data /path/to/gowalla
+    python experiments/benchmarks/bench_validation.py --data /path/to/gowalla \
+        --checkpoint ~/.cache/linrec/checkpoints/<fit>/checkpoint.pt
     python experiments/benchmarks/bench_validation.py --sizes 1000,10000,100000,1000000 \
         --figure experiments/figures/validation_cost
 """
@@ -35,7 +40,8 @@ from linrec.data.splits import EvalSet, Split  # noqa: E402
 from linrec.eval import EvalConfig, validation_score  # noqa: E402
 from linrec.models import MF  # noqa: E402
 
-SAMPLED = (("mn_mle", 100), ("mle", 100), ("naive", 100))
+SAMPLED = (("mn_mle", 100), ("mle", 100), ("naive", 100), ("adaptive_mle", 100))
+ADAPTIVE_N_MAX = 3200
 
 
 def timed_pass(score, model, repeats: int = 2) -> tuple[float, float]:
@@ -54,8 +60,10 @@ def compare(split: Split, model, selection: str, repeats: int) -> list[tuple[str
     exact = validation_score(split, EvalConfig(selection=selection), seed=0)
     rows.append(("exact", *timed_pass(exact, model, repeats)))
     for estimator, n in SAMPLED:
-        config = EvalConfig(selection=selection, validation={
-            "method": "sampled", "estimator": estimator, "sample_size": n})
+        validation = {"method": "sampled", "estimator": estimator, "sample_size": n}
+        if estimator == "adaptive_mle":
+            validation["n_max"] = ADAPTIVE_N_MAX  # the levels stop below the catalogue's size
+        config = EvalConfig(selection=selection, validation=validation)
         start = time.perf_counter()
         sampled = validation_score(split, config, seed=0)
         setup = time.perf_counter() - start
@@ -67,16 +75,25 @@ def compare(split: Split, model, selection: str, repeats: int) -> list[tuple[str
 def print_rows(rows) -> None:
     reference = rows[0][1]
     for name, seconds, value in rows:
-        print(f"  {name:38s} {seconds:8.3f} s  {reference / seconds:7.1f}x  value {value:.5f}")
+        print(f"  {name:42s} {seconds:8.3f} s  {reference / seconds:7.1f}x  value {value:.5f}")
 
 
-def real(path: str, repeats: int) -> None:
+def real(path: str, repeats: int, checkpoint: str | None) -> None:
     prepared = prepare_data({"source": {"name": "lightgcn"}, "path": path,
                              "split": {"kind": "predefined", "valid_fraction": 0.1}})
     split = prepared.split
+    if checkpoint:
+        state = torch.load(Path(checkpoint).expanduser(), map_location="cpu",
+                           weights_only=False)
+        tables = state["best_state"] or state["params"]
+        model = factor_model(split, tables["items"].shape[1], seed=0)
+        model._users, model._items = tables["users"], tables["items"]
+        trained = f"the best tables of {checkpoint} (epoch {state['best_epoch']})"
+    else:
+        model = MF(epochs=1, select_on="test").fit(split.train)
+        trained = "MF after one epoch"
     print_header(f"{prepared.name}: {split.valid.n_users} validation users, "
-                 f"{split.valid.targets.nnz} held-out items, {split.n_items} items")
-    model = MF(epochs=1, select_on="test").fit(split.train)
+                 f"{split.valid.targets.nnz} held-out items, {split.n_items} items; {trained}")
     print_rows(compare(split, model, "recall@20", repeats))
 
 
@@ -143,6 +160,7 @@ def sizes(values: list[int], n_users: int, targets: int, repeats: int,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", help="a LightGCN-format directory (train.txt, test.txt)")
+    parser.add_argument("--checkpoint", help="with --data: an MF checkpoint.pt of a fit on it")
     parser.add_argument("--sizes", default="", help="comma-separated catalogue sizes")
     parser.add_argument("--users", type=int, default=2000)
     parser.add_argument("--targets", type=int, default=3)
@@ -150,7 +168,7 @@ def main() -> None:
     parser.add_argument("--figure", help="path stem of the cost figure (PNG and PDF)")
     args = parser.parse_args()
     if args.data:
-        real(args.data, args.repeats)
+        real(args.data, args.repeats, args.checkpoint)
     if args.sizes:
         sizes([int(v) for v in args.sizes.split(",")], args.users, args.targets, args.repeats,
               args.figure)

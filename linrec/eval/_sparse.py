@@ -25,15 +25,25 @@ def binary_sorted_csr(matrix: sp.spmatrix | sp.sparray) -> sp.csr_matrix:
     return out
 
 
+def csr_keys(matrix: sp.csr_matrix) -> np.ndarray:
+    """row · n_cols + column of every stored entry of a canonical (sorted, duplicate-free) CSR
+    matrix: int64 (nnz,), sorted; what `keys_contain` searches."""
+    entry_rows = np.repeat(np.arange(matrix.shape[0], dtype=np.int64), np.diff(matrix.indptr))
+    return entry_rows * matrix.shape[1] + matrix.indices.astype(np.int64)
+
+
+def keys_contain(keys: np.ndarray, n_cols: int, rows: np.ndarray,
+                 items: np.ndarray) -> np.ndarray:
+    """`csr_contains` on the matrix's `csr_keys` (computed once for many queries)."""
+    rows, items = np.broadcast_arrays(np.asarray(rows, np.int64), np.asarray(items, np.int64))
+    if not len(keys):
+        return np.zeros(rows.shape, bool)
+    query = rows * n_cols + items
+    pos = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
+    return keys[pos] == query
+
+
 def csr_contains(matrix: sp.csr_matrix, rows: np.ndarray, items: np.ndarray) -> np.ndarray:
     """Boolean array (shape of items): is items[i, ...] a stored entry of row rows[i] of a
     canonical (sorted, duplicate-free) CSR matrix? rows broadcasts against items."""
-    rows, items = np.broadcast_arrays(np.asarray(rows, np.int64), np.asarray(items, np.int64))
-    n_cols = matrix.shape[1]
-    entry_rows = np.repeat(np.arange(matrix.shape[0], dtype=np.int64), np.diff(matrix.indptr))
-    keys = entry_rows * n_cols + matrix.indices.astype(np.int64)
-    query = rows * n_cols + items
-    pos = np.searchsorted(keys, query)
-    pos_ok = np.minimum(pos, max(len(keys) - 1, 0))
-    return (pos < len(keys)) & (keys[pos_ok] == query) if len(keys) else np.zeros(query.shape, bool)
-
+    return keys_contain(csr_keys(matrix), matrix.shape[1], rows, items)

@@ -35,7 +35,7 @@ import scipy.sparse as sp
 from linrec.data.splits import EvalSet
 from linrec.errors import ConfigError
 from linrec.eval._checks import check_sample_size
-from linrec.eval._sparse import binary_sorted_csr, csr_contains
+from linrec.eval._sparse import binary_sorted_csr, csr_keys, keys_contain
 from linrec.eval.estimators.registry import ADAPTIVE_ESTIMATORS, estimate
 from linrec.eval.metrics import curve, parse_metric_key
 from linrec.eval.negatives import NegativeSampler, canonical_targets
@@ -82,25 +82,25 @@ class SampledValidation:
         self.users = np.asarray(evalset.users, dtype=np.int64)[self.rows]
         self.memory_budget_mb = memory_budget_mb
         self.items: np.ndarray | None = None  # drawn at the first pass (a model may never ask)
-        self.never_beats: np.ndarray | None = None
         self._excluded: sp.csr_matrix | None = None
+        self._excluded_keys: np.ndarray | None = None
         self._samplers: dict[int, NegativeSampler] = {}  # one per level, made when first needed
         self.ranks = np.zeros(len(self.rows), dtype=np.int64)
         self.sizes = np.full(len(self.rows), self.sample_size, dtype=np.int64)
         self.seconds, self.calls, self.draw_seconds = 0.0, 0, 0.0
 
     def _draw(self) -> None:
-        """The sample sets: `items` int (T, n), each target then its sampled items, and
-        `never_beats` bool (T, n − 1), the sampled items that are the user's other targets or
-        (unless exclude_foldin is false) fold-in items."""
+        """The sample sets: `items` int (T, n), each target then its sampled items; and the
+        items that never beat a target: the user's other targets and (unless exclude_foldin is
+        false) fold-in items."""
         never_beat = sp.csr_matrix(self.evalset.targets)
         if self.exclude_foldin:
             never_beat = never_beat + sp.csr_matrix(self.evalset.foldin)
-        self._excluded = excluded = binary_sorted_csr(never_beat)
+        self._excluded = binary_sorted_csr(never_beat)
+        self._excluded_keys = csr_keys(self._excluded)
         negatives = self._sampler(0).all(0)
         self.items = np.concatenate([self._targets[:, None], negatives], axis=1).astype(
             np.int32 if self.n_items < 2**31 else np.int64)
-        self.never_beats = csr_contains(excluded, self.rows[:, None], negatives)
 
     def _sampler(self, level: int) -> NegativeSampler:
         """The sampler of the sets of size levels[level]; each level draws its own stream
@@ -122,11 +122,9 @@ class SampledValidation:
                 return
             negatives = self._sampler(level).negatives(level, grow)
             items = np.concatenate([self._targets[grow, None], negatives], axis=1)
-            never = csr_contains(self._excluded, self.rows[grow, None], negatives)
             for lo in range(0, grow.size, self.targets_per_call(level)):
                 part = slice(lo, lo + self.targets_per_call(level))
-                self.ranks[grow[part]] = self._pair_ranks(model, grow[part], items[part],
-                                                          never[part])
+                self.ranks[grow[part]] = self._pair_ranks(model, grow[part], items[part])
             self.sizes[grow] = self.levels[level]
 
     def targets_per_call(self, level: int) -> int:
@@ -143,8 +141,7 @@ class SampledValidation:
         chunk = self.targets_per_call(0)
         for lo in range(0, len(self.rows), chunk):
             part = np.arange(lo, min(lo + chunk, len(self.rows)))
-            self.ranks[part] = self._pair_ranks(model, part, self.items[part],
-                                                self.never_beats[part])
+            self.ranks[part] = self._pair_ranks(model, part, self.items[part])
         adaptive = len(self.levels) > 1
         if adaptive:
             self._grow(model)
@@ -156,11 +153,11 @@ class SampledValidation:
         self.calls += 1
         return value
 
-    def _pair_ranks(self, model: Any, part: np.ndarray, items: np.ndarray,
-                    never_beats: np.ndarray) -> np.ndarray:
+    def _pair_ranks(self, model: Any, part: np.ndarray, items: np.ndarray) -> np.ndarray:
         """1 + #{sampled items beating the target} of the targets at positions `part`: int64.
-        items (len(part), m): each target then its m − 1 sampled items; never_beats (len(part),
-        m − 1): the sampled items that cannot beat it."""
+        items (len(part), m): each target then its m − 1 sampled items. Whether an item may
+        beat its target at all (not one of the user's excluded items) is looked up for the
+        items that beat it on score only: a few per target, against m − 1 lookups."""
         rows, users = self.rows[part], self.users[part]
         foldin, known = self.evalset.foldin[rows], users if self.users_known else None
         if hasattr(model, "score_items"):
@@ -171,8 +168,10 @@ class SampledValidation:
         won = sampled_wins(scores[:, 1:], scores[:, :1],
                            lambda t, j: tie_break_keys_at(self.seed, users[t], items[t, j + 1]),
                            lambda t: tie_break_keys_at(self.seed, users[t], items[t, 0]))
-        won &= ~never_beats
-        return 1 + won.sum(axis=1, dtype=np.int64)
+        won_t, won_j = np.nonzero(won)
+        blocked = keys_contain(self._excluded_keys, self.n_items, rows[won_t],
+                               items[won_t, won_j + 1])
+        return 1 + np.bincount(won_t[~blocked], minlength=len(part)).astype(np.int64)
 
     def describe(self) -> dict[str, Any]:
         """What selected the epochs, for results.json."""
