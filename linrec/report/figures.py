@@ -128,11 +128,15 @@ def _sweep_lines(group: Any, metrics: Sequence[str], split: str,
             by_value = rows.groupby(setting)[metric]
             xs = sorted(by_value.groups)
             xs_all += [float(x) for x in xs]
-            means = [float(by_value.get_group(x).astype(float).mean()) for x in xs]
-            stds = [float(by_value.get_group(x).astype(float).std(ddof=0)) for x in xs]
-            seeds = int(rows.groupby(setting)["seed"].nunique().min())
+            values = [by_value.get_group(x).astype(float) for x in xs]
+            means = [float(v.mean()) for v in values]
+            # the comparison table's spread (ddof 1); a point of one seed has no bar
+            stds = [float(v.std(ddof=1)) if len(v) > 1 else 0.0 for v in values]
+            seeds = rows.groupby(setting)["seed"].nunique()
+            low, high = int(seeds.min()), int(seeds.max())
+            counted = f"{low}" if low == high else f"{low}–{high}"
             ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3,
-                        label=f"{model} ({seeds} seed{'s' if seeds != 1 else ''})")
+                        label=f"{model} ({counted} seed{'s' if high != 1 else ''})")
         if min(xs_all) > 0 and max(xs_all) / min(xs_all) >= 10:
             ax.set_xscale("log")
         ax.set_xlabel(short_param(setting))

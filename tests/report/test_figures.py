@@ -177,7 +177,13 @@ def test_a_sweep_over_one_setting_is_one_line_per_loss(tmp_path):
     np.testing.assert_allclose(np.asarray(y, float), [0.11, 0.21, 0.25])
     (bars,) = lines["mf/ccl (2 seeds)"].lines[2]
     half = [seg[1][1] - seg[0][1] for seg in bars.get_segments()]
-    np.testing.assert_allclose(half, [0.02, 0.02, 0.0], atol=1e-12)  # 2 std (± std each way)
+    # ± the std over seeds each way, ddof 1 as in the comparison table
+    np.testing.assert_allclose(half, [0.02 * 2**0.5, 0.02 * 2**0.5, 0.0], atol=1e-12)
+    # a point with a third seed: the legend gives the range of seeds per point
+    write_record(tmp_path / "ccl_10_2", _sweep_record("ccl", 10, 2, 0.14))
+    figures = _sweep_lines(read_runs([tmp_path]).complete, ["recall@20"], "test", "toy")
+    labels = sorted(c.get_label() for c in figures[0][2].axes[0].containers)
+    assert labels == ["mf/ccl (2–3 seeds)", "mf/mse (2 seeds)"]
     # a second swept setting: no line figure (the heat map or nothing takes over)
     write_record(tmp_path / "other", {**_sweep_record("ccl", 10, 3, 0.1), "config": {
         "seed": 3, "data": {"source": {"name": "toy"}},
