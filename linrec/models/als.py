@@ -6,7 +6,8 @@ Li 2023, Theorem 2; docs/concepts/models.md).
   (compiled per-row solvers on the CSR rows, `_als_kernels`, the default), numpy or torch
   (vectorised over padded blocks of rows of similar length).
 * `DebiasedIALS`: iALS with the debiased MSE and the per-user confidence c_u (Li 2023, App. A.3;
-  Theorem 2: one step = the mapped iALS step × 1/(1−α₀)).
+  Theorem 2: one step = the mapped iALS step × 1/(1−α₀); a whole fit = the iALS fit at
+  λ' = λ/c, scaled).
 * `WMF`: Hu et al.'s weighted MF through `implicit.cpu.als.AlternatingLeastSquares`.
 
 Both iALS variants minimise, per row r of one side with the other side's factors Y fixed,
@@ -591,7 +592,10 @@ class DebiasedIALS(IALS):
     c_u = τ_u⁺ |I| / |I_u⁺| (Li 2023, App. A.3) with the prior τ_u⁺ of
     `linrec.models.positive_prior` (ratio_alpha gives c_u = 1 + prior_alpha, constant).
     Requires 0 <= alpha0 < 1. Theorem 2: for constant c, one step equals the iALS step with
-    α₀' = α₀/((1−α₀)c), λ' = λ/((1−α₀)c) times 1/(1−α₀) (exact for ν = 0).
+    α₀' = α₀/((1−α₀)c), λ' = λ/((1−α₀)c) times 1/(1−α₀), from the same fixed side (exact for
+    ν = 0). A whole fit is the iALS fit at α₀' and λ' = λ/c instead, its factors × √(1−α₀)
+    on both sides, when started from the initial factors × √(1−α₀) (ν = 0): the objective is
+    then (1−α₀)/c times iALS's, and exact alternating steps keep that scaling.
     """
 
     config_class = DebiasedIALSConfig

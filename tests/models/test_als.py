@@ -238,6 +238,29 @@ def test_theorem2_debiased_step_is_scaled_mapped_ials_step(alpha0: float, c: flo
                                mapped.solve_items(x, user_factors) / (1 - alpha0), atol=1e-10)
 
 
+@pytest.mark.parametrize("alpha0,c", [(0.2, 2.0), (0.6, 1.3)])
+def test_theorem2_a_whole_debiased_fit_is_a_mapped_ials_fit(alpha0: float, c: float) -> None:
+    """The debiased objective with constant c and ν = 0 is (1 − α₀)/c times iALS's objective at
+    α₀' = α₀/((1−α₀)c), λ' = λ/c in the factors scaled by a = √(1−α₀) on both sides (expand
+    (ŷ' − 1)² with ŷ' = a²ŷ). Exact alternating minimisation commutes with that change of
+    variables, so a fit started from factors scaled by a (init_std × a) stays a × the debiased
+    fit at every sweep: the same rankings. The per-step identity's λ/((1−α₀)c) holds for one
+    step from the same fixed side only; over sweeps the 1/(1−α₀) it leaves on one side feeds
+    back."""
+    x = random_binary(density=0.15, seed=12, full_row=False)
+    assert (x.getnnz(1) * c < x.shape[1]).all()  # c_u stays constant (no clipping)
+    reg, scale = 0.7, np.sqrt(1 - alpha0)
+    debiased = DebiasedIALS(factors=4, reg=reg, alpha0=alpha0, nu=0.0, dtype="float64", epochs=6,
+                            init_std=0.1, prior="ratio_alpha", prior_alpha=c - 1.0).fit(x)
+    mapped = IALS(factors=4, reg=reg / c, alpha0=alpha0 / ((1 - alpha0) * c), nu=0.0,
+                  dtype="float64", epochs=6, init_std=0.1 * scale).fit(x)
+    np.testing.assert_allclose(debiased.user_factors_ * scale, mapped.user_factors_, atol=1e-12)
+    np.testing.assert_allclose(debiased.item_factors_ * scale, mapped.item_factors_, atol=1e-12)
+    stepwise = IALS(factors=4, reg=reg / ((1 - alpha0) * c), alpha0=alpha0 / ((1 - alpha0) * c),
+                    nu=0.0, dtype="float64", epochs=6, init_std=0.1 * scale).fit(x)
+    assert np.abs(debiased.user_factors_ * scale - stepwise.user_factors_).max() > 1e-3
+
+
 def test_debiased_loss_decreases() -> None:
     model = DebiasedIALS(**PARAMS, epochs=10, prior="count_k", prior_k=5).fit(random_binary())
     assert np.all(np.diff(model.loss_history_) <= 1e-12 * np.abs(model.loss_history_[:-1]))
