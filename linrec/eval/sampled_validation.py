@@ -169,7 +169,7 @@ class SampledValidation:
                            lambda t, j: tie_break_keys_at(self.seed, users[t], items[t, j + 1]),
                            lambda t: tie_break_keys_at(self.seed, users[t], items[t, 0]))
         won_t, won_j = np.nonzero(won)
-        blocked = keys_contain(self._excluded_keys, self.n_items, rows[won_t],
+        blocked = keys_contain(self._excluded_keys, self._excluded.shape[1], rows[won_t],
                                items[won_t, won_j + 1])
         return 1 + np.bincount(won_t[~blocked], minlength=len(part)).astype(np.int64)
 
