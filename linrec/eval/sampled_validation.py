@@ -114,17 +114,20 @@ class SampledValidation:
     def _grow(self, model: Any) -> None:
         """Adaptive sampling (Li et al. 2023, Algorithm 1): a target ranked first among its
         levels[j] items is ranked again among a fresh set of levels[j + 1] items, up to the
-        last level; `ranks` and `sizes` end at each target's last set."""
+        last level; `ranks` and `sizes` end at each target's last set. Each call's sets are
+        drawn for that call's targets only (ascending, so a sampling block they share is drawn
+        once): memory stays at one call's sets, not every growing target's."""
         self.sizes[:] = self.levels[0]
         for level in range(1, len(self.levels)):
             grow = np.flatnonzero(self.ranks == 1)  # first among its set at the last level
             if grow.size == 0:
                 return
-            negatives = self._sampler(level).negatives(level, grow)
-            items = np.concatenate([self._targets[grow, None], negatives], axis=1)
-            for lo in range(0, grow.size, self.targets_per_call(level)):
-                part = slice(lo, lo + self.targets_per_call(level))
-                self.ranks[grow[part]] = self._pair_ranks(model, grow[part], items[part])
+            sampler, step = self._sampler(level), self.targets_per_call(level)
+            for lo in range(0, grow.size, step):
+                part = grow[lo:lo + step]
+                items = np.concatenate([self._targets[part, None],
+                                        sampler.negatives(level, part)], axis=1)
+                self.ranks[part] = self._pair_ranks(model, part, items)
             self.sizes[grow] = self.levels[level]
 
     def targets_per_call(self, level: int) -> int:
