@@ -82,7 +82,7 @@ class SampledValidation:
         self.users = np.asarray(evalset.users, dtype=np.int64)[self.rows]
         self.memory_budget_mb = memory_budget_mb
         self.items: np.ndarray | None = None  # drawn at the first pass (a model may never ask)
-        self._excluded: sp.csr_matrix | None = None
+        #: `csr_keys` of the items that never beat a target (made with the sample sets)
         self._excluded_keys: np.ndarray | None = None
         self._samplers: dict[int, NegativeSampler] = {}  # one per level, made when first needed
         self.ranks = np.zeros(len(self.rows), dtype=np.int64)
@@ -96,8 +96,7 @@ class SampledValidation:
         never_beat = sp.csr_matrix(self.evalset.targets)
         if self.exclude_foldin:
             never_beat = never_beat + sp.csr_matrix(self.evalset.foldin)
-        self._excluded = binary_sorted_csr(never_beat)
-        self._excluded_keys = csr_keys(self._excluded)
+        self._excluded_keys = csr_keys(binary_sorted_csr(never_beat))
         negatives = self._sampler(0).all(0)
         self.items = np.concatenate([self._targets[:, None], negatives], axis=1).astype(
             np.int32 if self.n_items < 2**31 else np.int64)
@@ -108,7 +107,7 @@ class SampledValidation:
         if level not in self._samplers:
             self._samplers[level] = NegativeSampler(
                 self.seed, self.rows, self._targets, self.n_items, int(self.levels[level]),
-                self.replace, "all_but_target", self._excluded)
+                self.replace, "all_but_target")
         return self._samplers[level]
 
     def _grow(self, model: Any) -> None:
@@ -172,7 +171,7 @@ class SampledValidation:
                            lambda t, j: tie_break_keys_at(self.seed, users[t], items[t, j + 1]),
                            lambda t: tie_break_keys_at(self.seed, users[t], items[t, 0]))
         won_t, won_j = np.nonzero(won)
-        blocked = keys_contain(self._excluded_keys, self._excluded.shape[1], rows[won_t],
+        blocked = keys_contain(self._excluded_keys, self.evalset.targets.shape[1], rows[won_t],
                                items[won_t, won_j + 1])
         return 1 + np.bincount(won_t[~blocked], minlength=len(part)).astype(np.int64)
 
