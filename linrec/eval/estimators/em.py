@@ -98,7 +98,7 @@ def _em_step_sparse(cond: sp.csr_array, pi: np.ndarray, ratio: np.ndarray) -> np
 
 def _em_step_banded(bands: BandBlocks, pi: np.ndarray, ratio: np.ndarray) -> np.ndarray:
     """The dense step on a banded A: each dense block is used for both products while in cache
-    (at Gowalla's N with n = 500–1000, 1.5x the two CSR products for one sample and 3.5–4.5x
+    (at Gowalla's N with n = 500–1000, 1.5x the two CSR products for one sample and 3.6–4.4x
     for 10–100; experiments/benchmarks/bench_em_banded.py)."""
     new_mix = np.zeros((bands.shape[1], pi.shape[1]))
     for (r0, r1), (c0, c1), block in bands:
