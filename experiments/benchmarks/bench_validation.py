@@ -12,7 +12,9 @@ Two parts:
   sizes  synthetic catalogues of --sizes items (up to 1 M), --users validation users with
          --targets held-out items each, a factor model with 64-dimensional random embeddings
          scored by `linrec.models.MF`'s own code (a fitted MF whose tables are replaced), exact
-         vs sampled seconds per pass; --figure PATH writes them as a PNG and a PDF.
+         vs sampled seconds per pass; --figure PATH writes them as a PNG and a PDF;
+         --device cuda keeps the tables on a GPU (the scores of an exact pass come back to
+         the host row block by row block; a sampled pass brings back only its pairs).
 
     python experiments/benchmarks/bench_validation.py --data /path/to/gowalla
     python experiments/benchmarks/bench_validation.py --data /path/to/gowalla \
@@ -115,25 +117,27 @@ def synthetic_split(n_items: int, n_users: int, targets: int, seed: int) -> Spli
     return Split(train=foldin, valid=evalset, test=evalset)
 
 
-def factor_model(split: Split, dim: int, seed: int) -> MF:
-    """MF fitted for no epoch on a tiny matrix, then given random tables of the split's size."""
+def factor_model(split: Split, dim: int, seed: int, device: str = "cpu") -> MF:
+    """MF fitted for no epoch on a tiny matrix, then given random tables of the split's size
+    (drawn on the CPU, so every device scores the same tables) on `device`."""
     model = MF(epochs=1, dim=dim, sampling={"n_negatives": 2}, select_on="test")
     model.fit(sp.csr_matrix(np.eye(4, dtype=np.float32)))
     generator = torch.Generator().manual_seed(seed)
-    model._users = torch.randn(split.train.shape[0], dim, generator=generator)
-    model._items = torch.randn(split.n_items, dim, generator=generator)
+    model._users = torch.randn(split.train.shape[0], dim, generator=generator).to(device)
+    model._items = torch.randn(split.n_items, dim, generator=generator).to(device)
     model.n_items_ = split.n_items
     return model
 
 
 def sizes(values: list[int], n_users: int, targets: int, repeats: int,
-          figure: str | None) -> None:
+          figure: str | None, device: str = "cpu") -> None:
     results = []
     for n_items in values:
         split = synthetic_split(n_items, n_users, targets, seed=0)
         print_header(f"{n_items} items, {n_users} validation users, "
-                     f"{split.valid.targets.nnz} held-out items")
-        rows = compare(split, factor_model(split, 64, seed=0), "recall@20", repeats)
+                     f"{split.valid.targets.nnz} held-out items, tables on {device}")
+        rows = compare(split, factor_model(split, 64, seed=0, device=device), "recall@20",
+                       repeats)
         print_rows(rows)
         results.append((n_items, rows[0][1], rows[1][1]))
     if figure:
@@ -166,12 +170,13 @@ def main() -> None:
     parser.add_argument("--targets", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--figure", help="path stem of the cost figure (PNG and PDF)")
+    parser.add_argument("--device", default="cpu", help="with --sizes: where the tables are")
     args = parser.parse_args()
     if args.data:
         real(args.data, args.repeats, args.checkpoint)
     if args.sizes:
         sizes([int(v) for v in args.sizes.split(",")], args.users, args.targets, args.repeats,
-              args.figure)
+              args.figure, args.device)
     if not (args.data or args.sizes):
         parser.error("give --data DIR and/or --sizes N,N,...")
 
