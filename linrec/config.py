@@ -55,12 +55,17 @@ class RunConfig(Params):
                                     "the fields: TrackingConfig in linrec/tracking.py)")
 
     def check(self) -> None:
+        loss_given = False  # the model config was checked with loss= in place
         if isinstance(self.model, Mapping):
             from linrec.models.registry import model_config
 
             values = dict(self.model)
             if not values.get("name"):
                 raise ConfigError("model.name is missing: choose a model group, e.g. model=ease")
+            if self.loss is not None and "loss" in values:
+                # before the model's own check, which reads its loss (model.similarity=dot
+                # is refused with the default cosine loss, allowed with loss=bpr)
+                values["loss"], loss_given = self.loss, True
             self.model = model_config(values.pop("name"), **values)
         if self.study is None and self.model is None:
             raise ConfigError("model is missing: choose a model group, e.g. model=ease")
@@ -69,7 +74,8 @@ class RunConfig(Params):
                 name = None if self.model is None else self.model.name
                 raise ConfigError(f"loss= applies to a model trained with a loss (model=mf); "
                                   f"model {name!r} has none")
-            self.model = dataclasses.replace(self.model, loss=self.loss)
+            if not loss_given:
+                self.model = dataclasses.replace(self.model, loss=self.loss)
             self.loss = self.model.loss
         if self.study is not None:
             self.study = chosen_config(self.study, STUDY_CONFIGS, "study")

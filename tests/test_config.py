@@ -24,6 +24,16 @@ def _names(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
+@pytest.mark.parametrize("loss", ["bpr", "mse", "infonce"])
+def test_loss_group_sets_the_loss_before_the_model_checks_its_scores(loss):
+    """model.similarity=dot is refused with MF's default loss (CCL, cosine only) and allowed
+    with a loss defined for dot products: the composed config has both."""
+    model = run_config(compose_config("model=mf", f"loss={loss}", "model.similarity=dot")).model
+    assert (model.loss.name, model.similarity) == (loss, "dot")
+    with pytest.raises(ConfigError, match="loss ccl is defined for cosine scores"):
+        run_config(compose_config("model=mf", "model.similarity=dot"))
+
+
 def test_every_model_has_a_config_file_and_every_file_a_model():
     assert _names("model") == sorted(MODEL_CONFIGS)
 
