@@ -5,7 +5,7 @@
 - `<dataset>_<metric>_vs_<setting>_<split>`: when the models were swept over one and the same
   numeric setting (the number of negatives, a temperature, a loss weight), each shown metric of
   the split against it, one line per model (`mf/ccl`, `mf/mse`: one per loss), mean ± std over
-  seeds, the seeds counted in the legend;
+  seeds, the seeds counted in the legend, the runs' common epoch budget in the title;
 - `<dataset>_<model>_grid_<split>`: a model swept over two numeric settings, its validation
   selection value (mean over seeds) as a heat map;
 - `<dataset>_<model>_training_<split>`: a trained model's loss and validation metric per epoch
@@ -141,11 +141,21 @@ def _sweep_lines(group: Any, metrics: Sequence[str], split: str,
             ax.set_xscale("log")
         ax.set_xlabel(short_param(setting))
         ax.set_ylabel(f"{metric} ({split})")
-        ax.set_title(f"{dataset}: {metric} against {short_param(setting)}")
+        ax.set_title(f"{dataset}: {metric} against {short_param(setting)}"
+                     + _budget(group[group["model"].isin(models)]))
         ax.legend(frameon=False, fontsize="small")
         ax.grid(alpha=0.3, which="both")
         out.append((metric, setting, fig))
     return out
+
+
+def _budget(rows: Any) -> str:
+    """`, ≤ 20 epochs each` when every trained run of a sweep had the same epoch budget (an
+    ablation compares its points at equal training, and the figure says how much); else ''."""
+    if "param.epochs" not in rows or rows["param.epochs"].isna().any():
+        return ""
+    budgets = set(rows["param.epochs"])
+    return f", ≤ {int(budgets.pop())} epochs each" if len(budgets) == 1 else ""
 
 
 def _grid(rows: Any, model: str) -> Any | None:

@@ -146,7 +146,7 @@ def _sweep_record(loss: str, negatives: int, seed: int, recall: float) -> dict:
     return {"dataset": {"name": "toy"}, "model": "mf", "seed": seed,
             "config": {"seed": seed, "data": {"source": {"name": "toy"}},
                        "model": {"name": "mf", "seed": seed, "loss": {"name": loss},
-                                 "sampling": {"n_negatives": negatives}}},
+                                 "epochs": 20, "sampling": {"n_negatives": negatives}}},
             "selection": {"metric": "recall@20", "split": "valid", "value": recall},
             "splits": {"test": {"exact": {"recall@20": recall, "ndcg@20": recall / 2}}}}
 
@@ -170,6 +170,8 @@ def test_a_sweep_over_one_setting_is_one_line_per_loss(tmp_path):
                                                ("ndcg@20", "param.sampling.n_negatives")]
     ax = figures[0][2].axes[0]
     assert ax.get_xscale() == "log" and ax.get_xlabel() == "sampling.n_negatives"
+    # the points were trained alike: the figure states the budget they shared
+    assert ax.get_title() == "toy: recall@20 against sampling.n_negatives, ≤ 20 epochs each"
     lines = {c.get_label(): c for c in ax.containers}  # an errorbar plot: one per loss
     assert sorted(lines) == ["mf/ccl (2 seeds)", "mf/mse (2 seeds)"]
     x, y = lines["mf/ccl (2 seeds)"].lines[0].get_data()
@@ -184,6 +186,15 @@ def test_a_sweep_over_one_setting_is_one_line_per_loss(tmp_path):
     figures = _sweep_lines(read_runs([tmp_path]).complete, ["recall@20"], "test", "toy")
     labels = sorted(c.get_label() for c in figures[0][2].axes[0].containers)
     assert labels == ["mf/ccl (2–3 seeds)", "mf/mse (2 seeds)"]
+    # the losses trained for different budgets: none is stated
+    other = tmp_path.parent / f"{tmp_path.name}_budgets"
+    for (loss, negatives), recalls in values.items():
+        record = _sweep_record(loss, negatives, 0, recalls[0])
+        record["config"]["model"]["epochs"] = 20 if loss == "ccl" else 40
+        write_record(other / f"{loss}_{negatives}", record)
+    (fig,) = [f for _, _, f in _sweep_lines(read_runs([other]).complete, ["recall@20"], "test",
+                                           "toy")]
+    assert fig.axes[0].get_title() == "toy: recall@20 against sampling.n_negatives"
     # a second swept setting: no line figure (the heat map or nothing takes over)
     write_record(tmp_path / "other", {**_sweep_record("ccl", 10, 3, 0.1), "config": {
         "seed": 3, "data": {"source": {"name": "toy"}},
