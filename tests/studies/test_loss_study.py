@@ -169,3 +169,59 @@ def test_the_documented_command_sets_the_three_datasets_paths(where):
     assert sorted(study.datasets) == ["amazon-book", "gowalla", "yelp2018"]
     paths = {a.split("=")[0].split(".")[2]: a.split("=")[1] for a in args if ".path=" in a}
     assert paths and all(study.datasets[d]["path"] == p for d, p in paths.items())
+
+
+def _gowalla_commands() -> tuple[dict[str, list[str]], list[str]]:
+    """From experiments/README.md's real-data section: loss label -> the arguments of the
+    command marked `# Table 12: <label>` (its shell variables expanded, a swept value at its
+    first point, hydra.* dropped), and the arguments of its `linrec experiment=loss_study`
+    command."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "experiments" / "README.md").read_text()
+    section = text.split("## Real data: the LightGCN Gowalla split")[1].split("\n## ")[0]
+    variables: dict[str, str] = {}
+    rows: dict[str, list[str]] = {}
+    study: list[str] = []
+    for line in section.splitlines():
+        assigned = re.match(r'^([A-Z]+)="(.*)"', line)
+        if assigned:
+            variables[assigned[1]] = re.sub(r"\$([A-Z]+)",
+                                            lambda m: variables.get(m[1], m[0]), assigned[2])
+            continue
+        tag = re.search(r"# .*Table 12: (\w+)", line)
+        if not (tag or line.startswith("linrec experiment=loss_study")):
+            continue
+        expanded = re.sub(r"\$([A-Z]+)", lambda m: variables[m[1]], line)
+        args = [a for a in shlex.split(expanded, comments=True)[1:]
+                if a != "-m" and not a.startswith("hydra.")]
+        args = [a.split(",")[0] if re.match(r"^[\w.]+=[^\[{]*,", a) else a for a in args]
+        if args[0] == "experiment=loss_study":
+            study = args
+        elif tag:
+            rows[tag[1]] = args
+    return rows, study
+
+
+def test_the_readme_column_command_trains_each_loss_as_its_row_does():
+    """One command per number: the README's loss_study command trains every loss of
+    the Table-12 column with the model config and split of the command its row was run with."""
+    from linrec.config import run_config
+    from linrec.studies.loss_study import _model_configs
+
+    rows, study_args = _gowalla_commands()
+    assert study_args, "no `linrec experiment=loss_study` command in the real-data section"
+    study = run_config(compose_config(*study_args))
+    assert list(study.study.datasets) == ["gowalla"]
+    trained = _model_configs(study, "gowalla")
+    assert sorted(rows) == sorted(trained)  # every loss of the study has its row's command
+    split = study.study.datasets["gowalla"]["split"]
+    for label, args in rows.items():
+        single = run_config(compose_config(*args))
+        assert trained[label].to_dict() == single.model.to_dict(), label
+        assert split["valid_fraction"] == single.data.split.valid_fraction, label
+        # the same metrics and selection (which splits are reported changes no number)
+        assert {**study.eval.to_dict(), "splits": None} == \
+            {**single.eval.to_dict(), "splits": None}, label
