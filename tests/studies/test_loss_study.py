@@ -173,35 +173,30 @@ def test_the_documented_command_sets_the_three_datasets_paths(where):
 
 def _gowalla_commands() -> tuple[dict[str, list[str]], list[str]]:
     """From experiments/README.md's real-data section: loss label -> the arguments of the
-    command marked `# Table 12: <label>` (its shell variables expanded, a swept value at its
-    first point, hydra.* dropped), and the arguments of its `linrec experiment=loss_study`
-    command."""
+    command marked `# Table 12: <label>` (a swept value at its first point, hydra.* dropped),
+    and the arguments of its `linrec experiment=loss_study` command."""
     import re
-    import shlex
-    from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[2] / "experiments" / "README.md").read_text()
-    section = text.split("## Real data: the LightGCN Gowalla split")[1].split("\n## ")[0]
+    from tests.documented import ROOT, bash_commands, markdown_blocks
+
+    page = ROOT / "experiments" / "README.md"
+    lines = page.read_text().splitlines()
+    first = lines.index("## Real data: the LightGCN Gowalla split") + 1
+    last = next(i for i in range(first, len(lines)) if lines[i].startswith("## ")) + 1
     variables: dict[str, str] = {}
     rows: dict[str, list[str]] = {}
     study: list[str] = []
-    for line in section.splitlines():
-        assigned = re.match(r'^([A-Z]+)="(.*)"', line)
-        if assigned:
-            variables[assigned[1]] = re.sub(r"\$([A-Z]+)",
-                                            lambda m: variables.get(m[1], m[0]), assigned[2])
+    for block in markdown_blocks(page):
+        if block.language != "bash" or not first <= block.line <= last:
             continue
-        tag = re.search(r"# .*Table 12: (\w+)", line)
-        if not (tag or line.startswith("linrec experiment=loss_study")):
-            continue
-        expanded = re.sub(r"\$([A-Z]+)", lambda m: variables[m[1]], line)
-        args = [a for a in shlex.split(expanded, comments=True)[1:]
-                if a != "-m" and not a.startswith("hydra.")]
-        args = [a.split(",")[0] if re.match(r"^[\w.]+=[^\[{]*,", a) else a for a in args]
-        if args[0] == "experiment=loss_study":
-            study = args
-        elif tag:
-            rows[tag[1]] = args
+        for command in bash_commands(block, variables):
+            args = [a for a in command.words[1:] if a != "-m" and not a.startswith("hydra.")]
+            args = [a.split(",")[0] if re.match(r"^[\w.]+=[^\[{]*,", a) else a for a in args]
+            tag = re.search(r"# .*Table 12: (\w+)", command.shown)
+            if command.words[:2] == ["linrec", "experiment=loss_study"]:
+                study = args
+            elif tag:
+                rows[tag[1]] = args
     return rows, study
 
 
