@@ -152,10 +152,10 @@ def _sweep_lines(group: Any, metrics: Sequence[str], split: str,
 def _budget(rows: Any) -> str:
     """`, ≤ 20 epochs each` when every trained run of a sweep had the same epoch budget (an
     ablation compares its points at equal training, and the figure says how much); else ''."""
-    if "param.epochs" not in rows or rows["param.epochs"].isna().any():
+    budgets = rows.get("param.epochs")
+    if budgets is None or budgets.isna().any() or budgets.nunique() != 1:
         return ""
-    budgets = set(rows["param.epochs"])
-    return f", ≤ {int(budgets.pop())} epochs each" if len(budgets) == 1 else ""
+    return f", ≤ {int(budgets.iloc[0])} epochs each"
 
 
 def _grid(rows: Any, model: str) -> Any | None:

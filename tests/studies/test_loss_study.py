@@ -177,6 +177,7 @@ def _gowalla_commands() -> tuple[dict[str, list[str]], list[str]]:
     and the arguments of its `linrec experiment=loss_study` command."""
     import re
 
+    from linrec.cli import _job_overrides
     from tests.documented import ROOT, bash_commands, markdown_blocks
 
     page = ROOT / "experiments" / "README.md"
@@ -190,12 +191,15 @@ def _gowalla_commands() -> tuple[dict[str, list[str]], list[str]]:
         if block.language != "bash" or not first <= block.line <= last:
             continue
         for command in bash_commands(block, variables):
-            args = [a for a in command.words[1:] if a != "-m" and not a.startswith("hydra.")]
-            args = [a.split(",")[0] if re.match(r"^[\w.]+=[^\[{]*,", a) else a for a in args]
             tag = re.search(r"# .*Table 12: (\w+)", command.shown)
-            if command.words[:2] == ["linrec", "experiment=loss_study"]:
+            is_study = command.words[:2] == ["linrec", "experiment=loss_study"]
+            if not (tag or is_study):
+                continue
+            args = _job_overrides([a for a in command.words[1:]  # a sweep's first job
+                                   if a != "-m" and not a.startswith("hydra.")])[0]
+            if is_study:
                 study = args
-            elif tag:
+            else:
                 rows[tag[1]] = args
     return rows, study
 
