@@ -124,8 +124,9 @@ def write_lightgcn_split(directory, n_users: int = 120, n_items: int = 60, seed:
             test.write(" ".join(map(str, [user, *items[:2]])) + "\n")
 
 
-@pytest.mark.parametrize("preset", ["mf_ccl_simplex", "mf_mine_plus_gowalla",
-                                    "mf_mine_plus_yelp2018", "mf_mine_plus_amazon_book",
+@pytest.mark.parametrize("preset", ["mf_ccl_simplex", "mf_bpr_gowalla",
+                                    "mf_mine_plus_gowalla", "mf_mine_plus_yelp2018",
+                                    "mf_mine_plus_amazon_book",
                                     "mf_debiased_ccl_gowalla", "mf_debiased_ccl_yelp2018",
                                     "mf_debiased_ccl_amazon_book"])
 def test_every_published_mf_preset_runs_on_files_a_user_supplies(tmp_path, preset):
@@ -144,3 +145,19 @@ def test_every_published_mf_preset_runs_on_files_a_user_supplies(tmp_path, prese
     assert record["dataset"]["n_users"] == 120
     assert set(record["splits"]["test"]["exact"]) == {"recall@20", "ndcg@20"}
     assert len(record["training"]["epochs"]) == 2
+
+
+def test_the_bpr_preset_is_freerecs_published_bprmf_run():
+    """FreeRec's BPRMF on Gowalla_m1 (examples/General/MF-BPR): d 64, inner products, init
+    N(0, 1e-4), Adam 1e-3 at a constant rate, weight decay 1e-8, batch 2048, one negative the
+    user has not seen, no dropout; selected on test as published."""
+    from linrec.config import run_config
+
+    model = run_config(compose_config("experiment=mf_bpr_gowalla")).model
+    assert (model.loss.name, model.loss.reduction, model.similarity) == ("bpr", "sum", "dot")
+    assert (model.dim, model.init_std, model.dropout, model.reg) == (64, 1e-4, 0.0, 1e-8)
+    assert (model.optimizer, model.lr, model.lr_factor, model.batch_size) == \
+        ("adam", 1e-3, 1.0, 2048)
+    assert (model.sampling.negatives, model.sampling.n_negatives, model.sampling.pool) == \
+        ("per_example", 1, "unlabeled")
+    assert (model.select_on, model.epochs) == ("test", 500)
