@@ -392,8 +392,8 @@ class MFConfig(ModelConfig, ResumableConfig):
     dropout: float = param(0.1, ge=0, lt=1, doc="user-embedding dropout during training")
     reg: float = param(1e-8, ge=0, doc="L2 weight: reg/2 · ‖·‖²")
     reg_mode: str = param("full_table", choices=("full_table", "batch_rows"),
-                          doc="full_table: L2 on every embedding once an epoch (SimpleX); "
-                              "batch_rows: on the rows a step scores")
+                          doc="full_table: L2 on every row of both tables in every step "
+                              "(SimpleX); batch_rows: on the rows a step scores")
     loss: Any = field(default_factory=lambda: _default_loss(),
                       metadata={"doc": "the loss (loss=<name> chooses it; its fields are under "
                                        "model.loss.*)"})
