@@ -41,7 +41,6 @@ from linrec.models.training import (
     NonFiniteLoss,
     PlateauSchedule,
     TorchTrainerState,
-    batch_order,
     progress,
 )
 
@@ -226,8 +225,7 @@ class MFTrainer(TorchTrainerState):
     # -- an epoch ----------------------------------------------------------------------------
 
     def _batches(self) -> Iterator[torch.Tensor]:
-        return batch_order(len(self.pair_users), self.cfg.batch_size, self.generator,
-                           self.device)
+        return self.sampler.epoch_examples(self.cfg.batch_size)
 
     def train_epoch(self, epoch: int) -> dict[str, float]:
         """One pass over the shuffled training pairs: the epoch's mean loss (with the

@@ -1,5 +1,10 @@
-"""Samplers and priors of the MF trainer (Li 2023, §4.2; §4.4.1): the items drawn for each
-training pair, the extra positives of the debiased losses and the positive-class prior τ⁺_u.
+"""Samplers and priors of the MF trainer (Li 2023, §4.2; §4.4.1): the (user, positive) examples
+of an epoch, the items drawn for each, the extra positives of the debiased losses and the
+positive-class prior τ⁺_u.
+
+Examples: every training pair once an epoch in a fresh order (`pairs`, SimpleX), or a user drawn
+uniformly and then one of their items, as many times as there are pairs (`users`, the sampling
+of LightGCN's and FreeRec's BPR code: light users weigh as much as heavy ones).
 
 Negatives: uniform over all items (the default; may hit the user's own positives, as the
 debiasing derivation and SimpleX assume), uniform over the user's unlabelled items, or ∝
@@ -14,6 +19,7 @@ device from one `torch.Generator` seeded by the run seed; a new draw every step.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,6 +35,7 @@ if TYPE_CHECKING:
 
 POOLS = ("all", "unlabeled", "popularity")
 MODES = ("per_example", "shared")
+EXAMPLES = ("pairs", "users")
 #: rows redrawn at most this many rounds for pool "unlabeled" before giving up (a user with
 #: almost every item is reported, not looped on)
 _MAX_REDRAWS = 100
@@ -47,6 +54,11 @@ class SamplingConfig(PositivePriorConfig):
     pool: str = param("all", choices=POOLS, doc="all | unlabeled | popularity")
     popularity_beta: float = param(1.0, ge=0, doc="q_j ∝ popularity_j^β (pool popularity)")
     n_positives: int = param(20, ge=1, doc="M for the debiased losses; 10 / 20 / 50 (Table 20)")
+    examples: str = param("pairs", choices=EXAMPLES,
+                          doc="pairs: every training (user, item) pair once an epoch, shuffled "
+                              "(SimpleX); users: each example a user drawn uniformly, then one "
+                              "of their items (LightGCN's and FreeRec's BPR); an epoch has as "
+                              "many examples either way")
 
     def check(self) -> None:
         if self.negatives == "shared" and self.pool == "unlabeled":
@@ -90,6 +102,31 @@ class TrainingSampler:
             rows = np.repeat(np.arange(train.shape[0], dtype=np.int64), counts)
             keys = np.sort(rows * self.n_items + train.indices.astype(np.int64))
             self._keys = torch.as_tensor(keys, device=device)
+
+    # -- the (user, positive) examples of an epoch --------------------------------------------
+
+    def epoch_examples(self, batch_size: int) -> Iterator[torch.Tensor]:
+        """An epoch's training examples as ids of the training pairs (CSR order: pair k is
+        (row of k, indices[k])), cut into batches: a fresh permutation of every pair
+        (`examples=pairs`), or as many draws of a user uniform over the users with a training
+        item, then one of that user's items uniformly (`examples=users`)."""
+        import torch
+
+        from linrec.models.training import batch_order
+
+        n_pairs = len(self._indices)
+        if self.config.examples == "pairs":
+            yield from batch_order(n_pairs, batch_size, self.generator, self.device)
+            return
+        active = torch.nonzero(self._counts > 0).flatten()
+        users = active[torch.randint(len(active), (n_pairs,), generator=self.generator,
+                                     device=self.device)]
+        counts = self._counts[users]
+        draws = torch.rand(n_pairs, generator=self.generator, dtype=torch.float64,
+                           device=self.device)
+        pairs = self._indptr[users] + torch.minimum((draws * counts).long(), counts - 1)
+        for start in range(0, n_pairs, batch_size):
+            yield pairs[start:start + batch_size]
 
     # -- negatives -----------------------------------------------------------------------------
 

@@ -56,7 +56,10 @@ def fit(split, tmp_path, name: str = "run", validation: bool = True, **params):
      "dropout": 0.1},
     {"sampling": {"negatives": "shared", "n_negatives": 40}, "optimizer": "sparse_adam",
      "reg_mode": "batch_rows"},
-], ids=["per_example", "shared", "full catalogue", "debiased with dropout", "sparse adam"])
+    {"sampling": {"examples": "users", "n_negatives": 1, "pool": "unlabeled"},
+     "loss": {"name": "bpr"}, "similarity": "dot", "batch_size": 64},
+], ids=["per_example", "shared", "full catalogue", "debiased with dropout", "sparse adam",
+        "bpr on user-uniform examples"])
 def test_same_seed_same_fit_and_another_seed_another(split, tmp_path, setting, device):
     """Bitwise equal on two threads (the bmm backward this replaced was not) and on a GPU."""
     a = fit(split, tmp_path, "a", epochs=3, num_threads=2, device=device, **setting)

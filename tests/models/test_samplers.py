@@ -86,6 +86,45 @@ def test_positives_come_from_the_users_items_uniformly():
         assert _pvalue(np.bincount(row, minlength=N_ITEMS)[own], np.ones(len(own))) > 1e-3
 
 
+def _epoch_pairs(s: TrainingSampler, batch_size: int) -> np.ndarray:
+    batches = list(s.epoch_examples(batch_size))
+    assert all(len(b) == batch_size for b in batches[:-1]) and 0 < len(batches[-1]) <= batch_size
+    return torch.cat(batches).numpy()
+
+
+def test_pair_examples_are_every_training_pair_once_an_epoch():
+    x = train()
+    pairs = _epoch_pairs(sampler(), batch_size=16)
+    assert sorted(pairs) == list(range(x.nnz))  # a permutation of the CSR positions
+    assert not np.array_equal(pairs, np.arange(x.nnz))
+
+
+def test_user_examples_draw_a_user_uniformly_then_one_of_their_items():
+    """LightGCN's sampling: users uniform (light and heavy alike), then an item of the user
+    uniformly; a user without training items is never drawn. Checked over 60 epochs by
+    chi-square against those two distributions, computed from the matrix."""
+    x = train().tolil()
+    x[7] = 0  # a user with no training item
+    x = x.tocsr()
+    x.eliminate_zeros()
+    s = TrainingSampler(SamplingConfig(examples="users"), x, "cpu",
+                        torch.Generator().manual_seed(0))
+    pairs = np.concatenate([_epoch_pairs(s, batch_size=50) for _ in range(60)])
+    assert len(pairs) == 60 * x.nnz  # an epoch has as many examples as training pairs
+    users = np.repeat(np.arange(N_USERS), np.diff(x.indptr))[pairs]
+    user_counts = np.bincount(users, minlength=N_USERS)
+    assert user_counts[7] == 0
+    active = np.flatnonzero(np.diff(x.indptr))
+    assert _pvalue(user_counts[active], np.ones(len(active))) > 1e-3
+    for user in (0, 4):  # its items equally often
+        own = pairs[users == user]
+        counts = np.bincount(own - x.indptr[user], minlength=x.indptr[user + 1] - x.indptr[user])
+        assert _pvalue(counts, np.ones(len(counts))) > 1e-3
+    # pair-uniform sampling would weigh users by their counts: far from this
+    degrees = np.diff(x.indptr)[active]
+    assert _pvalue(user_counts[active], degrees) < 1e-6
+
+
 @pytest.mark.parametrize("prior, params, want", [
     ("count_k", {"prior_k": 2}, lambda c: (c + 2) / N_ITEMS),
     ("ratio_alpha", {"prior_alpha": 0.5}, lambda c: 1.5 * c / N_ITEMS),
