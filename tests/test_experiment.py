@@ -149,8 +149,8 @@ def test_every_published_mf_preset_runs_on_files_a_user_supplies(tmp_path, prese
 
 def test_the_bpr_preset_is_freerecs_published_bprmf_run():
     """FreeRec's BPRMF on Gowalla_m1 (examples/General/MF-BPR): d 64, inner products, init
-    N(0, 1e-4), Adam 1e-3 at a constant rate, weight decay 1e-8, batch 2048, one negative the
-    user has not seen, no dropout; selected on test as published."""
+    N(0, 1e-4), Adam 1e-3 at a constant rate, weight decay 1e-8, batch 2048, users drawn
+    uniformly, one negative the user has not seen, no dropout; selected on test as published."""
     from linrec.config import run_config
 
     model = run_config(compose_config("experiment=mf_bpr_gowalla")).model
@@ -158,6 +158,6 @@ def test_the_bpr_preset_is_freerecs_published_bprmf_run():
     assert (model.dim, model.init_std, model.dropout, model.reg) == (64, 1e-4, 0.0, 1e-8)
     assert (model.optimizer, model.lr, model.lr_factor, model.batch_size) == \
         ("adam", 1e-3, 1.0, 2048)
-    assert (model.sampling.negatives, model.sampling.n_negatives, model.sampling.pool) == \
-        ("per_example", 1, "unlabeled")
+    assert (model.sampling.examples, model.sampling.negatives, model.sampling.n_negatives,
+            model.sampling.pool) == ("users", "per_example", 1, "unlabeled")
     assert (model.select_on, model.epochs) == ("test", 500)
