@@ -107,7 +107,9 @@ SPARSE = {"optimizer": "sparse_adam", "reg_mode": "batch_rows",
     (_kill_after_the_epoch_3_checkpoint, DEBIASED),
     (_kill_in_the_middle_of_epoch_4, DEBIASED),
     (_kill_in_the_middle_of_epoch_4, SPARSE),
-], ids=["after a checkpoint", "mid-epoch", "mid-epoch, sparse adam"])
+    (_kill_in_the_middle_of_epoch_4, {"sampling": {"examples": "users", "n_negatives": 40}}),
+], ids=["after a checkpoint", "mid-epoch", "mid-epoch, sparse adam",
+        "mid-epoch, user-uniform examples"])
 def test_a_killed_run_resumes_to_the_numbers_of_an_uninterrupted_one(split, tmp_path,
                                                                      monkeypatch, kill,
                                                                      settings, device):
