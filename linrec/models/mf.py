@@ -177,8 +177,8 @@ class MF(Recommender):
 
 class MFTrainer(TorchTrainerState):
     """One step after another of an MF fit, for the epoch driver (`training.EpochTrainer`):
-    batches of (user, positive) pairs in a fresh order every epoch, the sampler's draws, the
-    loss, clipping and the optimizer step. The model's tables are its parameters."""
+    batches of the sampler's (user, positive) examples (`model.sampling.examples`), its draws,
+    the loss, clipping and the optimizer step. The model's tables are its parameters."""
 
     name = "mf"
 
@@ -228,9 +228,10 @@ class MFTrainer(TorchTrainerState):
         return self.sampler.epoch_examples(self.cfg.batch_size)
 
     def train_epoch(self, epoch: int) -> dict[str, float]:
-        """One pass over the shuffled training pairs: the epoch's mean loss (with the
-        `full_table` L2 penalty at the epoch's end) and the loss's diagnostics. The step losses
-        stay on the device; they are checked for NaN/inf every `_CHECK_EVERY` steps."""
+        """One epoch of the sampler's examples (as many as training pairs): the epoch's mean
+        loss (with the `full_table` L2 penalty's value added at the epoch's end) and the loss's
+        diagnostics. The step losses stay on the device; they are checked for NaN/inf every
+        `_CHECK_EVERY` steps."""
         n_batches = math.ceil(len(self.pair_users) / self.cfg.batch_size)
         losses = torch.zeros(n_batches, device=self.device)
         sizes = torch.zeros(n_batches, device=self.device)
