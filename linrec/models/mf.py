@@ -41,6 +41,7 @@ from linrec.models.training import (
     NonFiniteLoss,
     PlateauSchedule,
     TorchTrainerState,
+    in_batches,
     progress,
 )
 
@@ -225,7 +226,7 @@ class MFTrainer(TorchTrainerState):
     # -- an epoch ----------------------------------------------------------------------------
 
     def _batches(self) -> Iterator[torch.Tensor]:
-        return self.sampler.epoch_examples(self.cfg.batch_size)
+        yield from in_batches(self.sampler.epoch_examples(), self.cfg.batch_size)
 
     def train_epoch(self, epoch: int) -> dict[str, float]:
         """One epoch of the sampler's examples (as many as training pairs): the epoch's mean

@@ -19,7 +19,6 @@ device from one `torch.Generator` seeded by the run seed; a new draw every step.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -105,28 +104,23 @@ class TrainingSampler:
 
     # -- the (user, positive) examples of an epoch --------------------------------------------
 
-    def epoch_examples(self, batch_size: int) -> Iterator[torch.Tensor]:
+    def epoch_examples(self) -> torch.Tensor:
         """An epoch's training examples as ids of the training pairs (CSR order: pair k is
-        (row of k, indices[k])), cut into batches: a fresh permutation of every pair
+        (row of k, indices[k])), int64 (n_pairs,): a fresh permutation of every pair
         (`examples=pairs`), or as many draws of a user uniform over the users with a training
         item, then one of that user's items uniformly (`examples=users`)."""
         import torch
 
-        from linrec.models.training import batch_order
-
         n_pairs = len(self._indices)
         if self.config.examples == "pairs":
-            yield from batch_order(n_pairs, batch_size, self.generator, self.device)
-            return
+            return torch.randperm(n_pairs, generator=self.generator, device=self.device)
         active = torch.nonzero(self._counts > 0).flatten()
         users = active[torch.randint(len(active), (n_pairs,), generator=self.generator,
                                      device=self.device)]
         counts = self._counts[users]
         draws = torch.rand(n_pairs, generator=self.generator, dtype=torch.float64,
                            device=self.device)
-        pairs = self._indptr[users] + torch.minimum((draws * counts).long(), counts - 1)
-        for start in range(0, n_pairs, batch_size):
-            yield pairs[start:start + batch_size]
+        return self._indptr[users] + torch.minimum((draws * counts).long(), counts - 1)
 
     # -- negatives -----------------------------------------------------------------------------
 

@@ -330,6 +330,10 @@ class EpochDriver:
 def batch_order(n: int, batch_size: int, generator: torch.Generator,
                 device: str = "cpu") -> Iterator[torch.Tensor]:
     """A fresh random permutation of range(n) (from `generator`), cut into batches."""
-    order = torch.randperm(n, generator=generator, device=device)
-    for start in range(0, n, batch_size):
+    yield from in_batches(torch.randperm(n, generator=generator, device=device), batch_size)
+
+
+def in_batches(order: torch.Tensor, batch_size: int) -> Iterator[torch.Tensor]:
+    """`order` (1-d) cut into consecutive batches of `batch_size` (the last may be shorter)."""
+    for start in range(0, len(order), batch_size):
         yield order[start:start + batch_size]

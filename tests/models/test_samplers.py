@@ -86,15 +86,9 @@ def test_positives_come_from_the_users_items_uniformly():
         assert _pvalue(np.bincount(row, minlength=N_ITEMS)[own], np.ones(len(own))) > 1e-3
 
 
-def _epoch_pairs(s: TrainingSampler, batch_size: int) -> np.ndarray:
-    batches = list(s.epoch_examples(batch_size))
-    assert all(len(b) == batch_size for b in batches[:-1]) and 0 < len(batches[-1]) <= batch_size
-    return torch.cat(batches).numpy()
-
-
 def test_pair_examples_are_every_training_pair_once_an_epoch():
     x = train()
-    pairs = _epoch_pairs(sampler(), batch_size=16)
+    pairs = sampler().epoch_examples().numpy()
     assert sorted(pairs) == list(range(x.nnz))  # a permutation of the CSR positions
     assert not np.array_equal(pairs, np.arange(x.nnz))
 
@@ -109,7 +103,7 @@ def test_user_examples_draw_a_user_uniformly_then_one_of_their_items():
     x.eliminate_zeros()
     s = TrainingSampler(SamplingConfig(examples="users"), x, "cpu",
                         torch.Generator().manual_seed(0))
-    pairs = np.concatenate([_epoch_pairs(s, batch_size=50) for _ in range(60)])
+    pairs = np.concatenate([s.epoch_examples().numpy() for _ in range(60)])
     assert len(pairs) == 60 * x.nnz  # an epoch has as many examples as training pairs
     users = np.repeat(np.arange(N_USERS), np.diff(x.indptr))[pairs]
     user_counts = np.bincount(users, minlength=N_USERS)
