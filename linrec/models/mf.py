@@ -194,9 +194,8 @@ class MFTrainer(TorchTrainerState):
         #: skips the exact clipping norm when a cheap bound shows the step is not clipped
         self.no_clip_bound = mf_optim.NoClipBound()
         self.sampler = TrainingSampler(cfg.sampling, train, self.device, generator)
-        rows = np.repeat(np.arange(train.shape[0], dtype=np.int64), np.diff(train.indptr))
-        self.pair_users = torch.as_tensor(rows, device=self.device)
-        self.pair_items = torch.as_tensor(train.indices.astype(np.int64), device=self.device)
+        #: the training pairs (CSR order) the sampler's example ids index: int64 (n_pairs,)
+        self.pair_users, self.pair_items = self.sampler.pair_users, self.sampler.pair_items
         self.score_floor = -1.0 / cfg.temperature if cfg.similarity == "cosine" else -math.inf
         #: the loss's diagnostics summed per example over the epoch (`train_epoch` resets them)
         self._stat_sums = {name: torch.zeros((), device=self.device)

@@ -79,8 +79,11 @@ class TrainingSampler:
         self.config, self.device, self.generator = config, device, generator
         self.n_items = train.shape[1]
         counts = np.diff(train.indptr)
+        rows = np.repeat(np.arange(train.shape[0], dtype=np.int64), counts)
+        #: the training pairs in CSR order, pair k = (pair_users[k], pair_items[k]): int64
+        self.pair_users = torch.as_tensor(rows, device=device)
+        self.pair_items = torch.as_tensor(train.indices.astype(np.int64), device=device)
         self._indptr = torch.as_tensor(train.indptr, dtype=torch.int64, device=device)
-        self._indices = torch.as_tensor(train.indices, dtype=torch.int64, device=device)
         self._counts = torch.as_tensor(counts, dtype=torch.int64, device=device)
         if config.pool == "popularity":
             popularity = np.asarray((train != 0).sum(axis=0), dtype=np.float64).ravel()
@@ -98,7 +101,6 @@ class TrainingSampler:
                 raise ConfigError(f"model.sampling.pool=unlabeled: user {int(np.argmax(full))} "
                                   "has interacted with every item; nothing is left to draw")
             # the user's items as sorted keys user * n_items + item, to test membership
-            rows = np.repeat(np.arange(train.shape[0], dtype=np.int64), counts)
             keys = np.sort(rows * self.n_items + train.indices.astype(np.int64))
             self._keys = torch.as_tensor(keys, device=device)
 
@@ -111,16 +113,22 @@ class TrainingSampler:
         item, then one of that user's items uniformly (`examples=users`)."""
         import torch
 
-        n_pairs = len(self._indices)
+        n_pairs = len(self.pair_items)
         if self.config.examples == "pairs":
             return torch.randperm(n_pairs, generator=self.generator, device=self.device)
         active = torch.nonzero(self._counts > 0).flatten()
         users = active[torch.randint(len(active), (n_pairs,), generator=self.generator,
                                      device=self.device)]
-        counts = self._counts[users]
-        draws = torch.rand(n_pairs, generator=self.generator, dtype=torch.float64,
+        return self._own_pairs(users, 1)[:, 0]
+
+    def _own_pairs(self, users: torch.Tensor, m: int) -> torch.Tensor:
+        """m ids of each user's training pairs, uniform with replacement: int64 (B, m)."""
+        import torch
+
+        counts = self._counts[users][:, None]
+        draws = torch.rand((len(users), m), generator=self.generator, dtype=torch.float64,
                            device=self.device)
-        return self._indptr[users] + torch.minimum((draws * counts).long(), counts - 1)
+        return self._indptr[users][:, None] + torch.minimum((draws * counts).long(), counts - 1)
 
     # -- negatives -----------------------------------------------------------------------------
 
@@ -167,14 +175,7 @@ class TrainingSampler:
 
     def positives(self, users: torch.Tensor) -> torch.Tensor:
         """M items uniform (with replacement) from each user's training items: int64 (B, M)."""
-        import torch
-
-        m = self.config.n_positives
-        counts = self._counts[users]
-        draws = torch.rand((len(users), m), generator=self.generator, dtype=torch.float64,
-                           device=self.device)
-        offsets = torch.minimum((draws * counts[:, None]).long(), counts[:, None] - 1)
-        return self._indices[self._indptr[users][:, None] + offsets]
+        return self.pair_items[self._own_pairs(users, self.config.n_positives)]
 
     def tau_plus(self, users: torch.Tensor) -> torch.Tensor:
         """τ⁺_u of the config's prior (`PositivePriorConfig`): float32 (B,)."""
