@@ -174,7 +174,7 @@ def _run_config_error(cfg: object) -> str | None:
 def _skip_complete(plain: dict, run_dir: Path) -> tuple[bool, float | None]:
     """(skip, returned value): a sweep job whose directory holds the complete result of this
     config is not run again (linrec/sweeps.py); otherwise what an earlier attempt left is
-    removed first."""
+    cleared first (a complete run's outputs set aside, `sweeps.clear_outputs`)."""
     from linrec import sweeps
     from linrec.config import run_config
 

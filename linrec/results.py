@@ -26,6 +26,17 @@ RANKS_FILE = "ranks.npz"
 #: a split's per-user metrics (eval.save_per_user)
 PER_USER_FILE = "per_user_{split}.parquet"
 STUDY_FILE = "study.json"
+#: where the outputs of a complete earlier run go when a new run starts in its directory
+#: (linrec.sweeps.clear_outputs); readers of runs never look below it
+SUPERSEDED_DIR = "superseded"
+
+
+def run_files(root: str | Path, name: str) -> list[Path]:
+    """Every file or directory called `name` below `root`, sorted, except those set aside
+    under a SUPERSEDED_DIR (the results of an earlier run that a newer one replaced)."""
+    root = Path(root)
+    return sorted(p for p in root.rglob(name)
+                  if SUPERSEDED_DIR not in p.relative_to(root).parts[:-1])
 
 
 def _jsonable(obj: Any) -> Any:
@@ -289,7 +300,7 @@ def read_results(path: str | Path) -> dict[str, Any]:
 
 def find_studies(dirs: Iterable[str | Path]) -> list[Path]:
     """Every study.json below the given directories, sorted."""
-    return sorted(p for d in map(Path, dirs) if d.is_dir() for p in d.rglob(STUDY_FILE))
+    return sorted(p for d in map(Path, dirs) if d.is_dir() for p in run_files(d, STUDY_FILE))
 
 
 def _metric_grid(

@@ -6,9 +6,11 @@
   job's results and are left out of both names: a sweep started with the basic launcher
   resumes under joblib.
 - Resume: a job whose directory holds a complete results.json of the same config is skipped
-  (its recorded selection value is returned to the sweeper); any other job starts by removing
+  (its recorded selection value is returned to the sweeper); any other job starts by clearing
   what an earlier attempt left (results, ranks, model, figures, FAILED), so a directory never
-  mixes two runs. `resume=false` re-runs every job.
+  mixes two runs: a failed attempt's outputs are removed, a complete run's (another config's,
+  or any with `resume=false`) are moved to `superseded/<time>/`, which readers of runs skip.
+  `resume=false` re-runs every job.
 - Signals: SIGTERM (how SLURM ends a job at its time limit) and SIGINT mark the job FAILED and
   stop (linrec.interrupts); a SIGKILL leaves no results.json, so the job is re-run next time.
 - Failures: any error in a job marks it FAILED (a linrec error with its message, any other with
@@ -34,13 +36,13 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-from linrec.results import FAILED_FILE, RESULTS_FILE, STUDY_FILE
+from linrec.results import FAILED_FILE, RESULTS_FILE, STUDY_FILE, SUPERSEDED_DIR
 
 log = logging.getLogger("linrec")
 
 #: where sweeps live (relative to the working directory), as Hydra's default
 SWEEP_ROOT = "multirun"
-#: files and directories a run or study writes; removed before a job runs again
+#: files and directories a run or study writes; cleared before a job runs again
 RUN_OUTPUTS = (RESULTS_FILE, STUDY_FILE, FAILED_FILE, "ranks.npz", "ranks_valid.npz",
                "model.pkl")
 STUDY_OUTPUTS = ("runs", "tables", "figures")
@@ -157,19 +159,38 @@ def _comparable(config: Any) -> Any:
     return plain
 
 
-def clear_outputs(run_dir: Path) -> None:
-    """Remove what an earlier attempt of a job left in its directory (RUN_OUTPUTS, RUN_PATTERNS
-    and a study's STUDY_OUTPUTS; Hydra's own .hydra/ and the log stay)."""
+def clear_outputs(run_dir: Path) -> Path | None:
+    """Clear a job's directory of what an earlier run left (RUN_OUTPUTS, RUN_PATTERNS and a
+    study's STUDY_OUTPUTS; Hydra's own .hydra/ and the log stay), so that it never mixes two
+    runs. A failed or half-written attempt's outputs are removed; a complete earlier run's
+    (results.json or study.json, no FAILED) are moved to `superseded/<UTC time>/` and that
+    directory is returned: a new run that fails or is stopped loses nothing that finished."""
     import shutil
+    import time
 
-    for name in RUN_OUTPUTS:
-        (run_dir / name).unlink(missing_ok=True)
-    for pattern in RUN_PATTERNS:
-        for path in run_dir.glob(pattern):
+    names = [name for name in (*RUN_OUTPUTS, *STUDY_OUTPUTS) if (run_dir / name).exists()]
+    names += [path.name for pattern in RUN_PATTERNS for path in sorted(run_dir.glob(pattern))]
+    complete = ((run_dir / RESULTS_FILE).is_file() or (run_dir / STUDY_FILE).is_file()) \
+        and not (run_dir / FAILED_FILE).exists()
+    if complete:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = run_dir / SUPERSEDED_DIR / stamp
+        suffix = 1
+        while aside.exists():  # two runs into one directory within a second
+            aside, suffix = run_dir / SUPERSEDED_DIR / f"{stamp}-{suffix}", suffix + 1
+        aside.mkdir(parents=True)
+        for name in names:
+            (run_dir / name).rename(aside / name)
+        log.warning("%s: held a complete earlier run; its outputs are kept in %s", run_dir,
+                    aside)
+        return aside
+    for name in names:
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
             path.unlink()
-    for name in STUDY_OUTPUTS:
-        if (run_dir / name).is_dir():
-            shutil.rmtree(run_dir / name)
+    return None
 
 
 def recorded_selection(record: Mapping[str, Any]) -> float | None:

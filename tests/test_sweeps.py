@@ -74,6 +74,42 @@ def test_a_complete_result_of_the_same_config_is_reused(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [".hydra", "mine.png"]
 
 
+def test_a_complete_earlier_run_is_set_aside_not_removed(tmp_path):
+    """A new run into a directory of a complete run (another config's) moves its outputs to
+    superseded/<time>/ intact, so a new run that then fails loses nothing that finished;
+    readers of runs (run_files) do not see them; a failed attempt's outputs are removed."""
+    from linrec.results import run_files
+
+    def complete(text):
+        for name in ("results.json", "ranks.npz", "training_curve.png"):
+            (tmp_path / name).write_text(f"{text} {name}")
+        (tmp_path / "runs").mkdir()
+        (tmp_path / "runs" / "inner.txt").write_text(text)
+
+    complete("first")
+    (tmp_path / "mine.png").write_text("a user's file")
+    first = sweeps.clear_outputs(tmp_path)
+    assert first is not None and first.parent == tmp_path / "superseded"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.png", "superseded"]
+    assert (first / "results.json").read_text() == "first results.json"
+    assert (first / "ranks.npz").read_text() == "first ranks.npz"
+    assert (first / "training_curve.png").read_text() == "first training_curve.png"
+    assert (first / "runs" / "inner.txt").read_text() == "first"
+    complete("second")  # a second run set aside within the same second
+    second = sweeps.clear_outputs(tmp_path)
+    assert second not in (None, first) and (second / "results.json").read_text() == \
+        "second results.json"
+    assert (first / "results.json").read_text() == "first results.json"
+    assert run_files(tmp_path, "results.json") == []
+    assert run_files(first, "results.json") == [first / "results.json"]  # given itself: read
+    (tmp_path / "results.json").write_text("{}")
+    assert run_files(tmp_path, "results.json") == [tmp_path / "results.json"]
+    (tmp_path / "FAILED").write_text("interrupted")  # a failed attempt: removed, not kept
+    assert sweeps.clear_outputs(tmp_path) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.png", "superseded"]
+    assert len(list((tmp_path / "superseded").iterdir())) == 2
+
+
 def test_unfinished_jobs_are_the_failed_and_the_killed_of_this_sweep(tmp_path):
     """Listed: a FAILED marker written since the sweep started (its first line), a job started
     since then without results (killed outright); not listed: complete jobs, a study's job
@@ -446,6 +482,13 @@ def test_a_run_into_the_directory_of_an_older_one_does_not_mix_them(tmp_path):
     assert not (tmp_path / "run" / "ranks_valid.npz").exists()  # the older run's
     record = json.loads((tmp_path / "run" / "results.json").read_text())
     assert set(record["splits"]) == {"test"}
+    (kept,) = (tmp_path / "run" / "superseded").iterdir()  # the older run, whole
+    older = json.loads((kept / "results.json").read_text())
+    assert set(older["splits"]) == {"valid", "test"} and (kept / "ranks_valid.npz").exists()
+    from linrec.report import build_report
+
+    report = build_report([tmp_path / "run"], out=tmp_path / "report", figures=False)
+    assert report.n_runs == 1 and report.n_problems == 0  # the set-aside run is not read
 
 
 #: instead of submitting to SLURM, write the job script the launcher would submit and stop

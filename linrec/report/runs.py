@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from linrec.errors import DataError
-from linrec.results import FAILED_FILE, RESULTS_FILE, STUDY_FILE
+from linrec.results import FAILED_FILE, RESULTS_FILE, STUDY_FILE, run_files
 
 #: model fields that do not define a configuration (machine, bookkeeping, randomness)
 NOT_CONFIGURATION = ("seed", "num_threads", "checkpoint_dir", "resume", "device")
@@ -125,7 +125,7 @@ def read_runs(dirs: Iterable[str | Path], split: str = "test") -> Runs:
     for d in dirs:
         if not d.exists():
             raise DataError(f"{d}: no such directory")
-        results = [d] if d.is_file() else sorted(d.rglob(RESULTS_FILE))
+        results = [d] if d.is_file() else run_files(d, RESULTS_FILE)
         for path in results:
             try:
                 record = json.loads(path.read_text())
@@ -137,12 +137,12 @@ def read_runs(dirs: Iterable[str | Path], split: str = "test") -> Runs:
             rows.append(run_row(record, path.parent, split))
             seen.add(path.parent)
         if d.is_dir():
-            for marker in sorted(d.rglob(FAILED_FILE)):
+            for marker in run_files(d, FAILED_FILE):
                 if marker.parent not in seen:
                     rows.append(_not_complete_row(marker.parent, "failed",
                                                   marker.read_text().strip()))
                     seen.add(marker.parent)
-            for hydra_dir in sorted(d.rglob(".hydra")):
+            for hydra_dir in run_files(d, ".hydra"):
                 job = hydra_dir.parent
                 if job not in seen and _is_run_dir(job) and not (job / STUDY_FILE).exists():
                     rows.append(_not_complete_row(job, "incomplete", "no results.json: "

@@ -36,7 +36,7 @@ from linrec.eval.report import SplitReport
 from linrec.eval.sampled_block import SampledBlock, canonical_global_ranks
 from linrec.eval.significance import ranks_curve, sampled_users_targets
 from linrec.fitting import fit_and_evaluate
-from linrec.results import RANKS_FILE, RESULTS_FILE, read_results
+from linrec.results import RANKS_FILE, RESULTS_FILE, read_results, run_files
 from linrec.studies.common import (
     dataset_record,
     study_model_config,
@@ -133,8 +133,8 @@ def _saved_runs(paths: Sequence[str]) -> list[tuple[str, Path]]:
         if not given.is_dir():
             raise ConfigError(f"study.runs: {given} is neither a run directory (results.json "
                               "and ranks.npz) nor a directory holding runs")
-        below = sorted(p.parent for p in given.rglob(RESULTS_FILE)
-                       if (p.parent / RANKS_FILE).is_file())
+        below = [p.parent for p in run_files(given, RESULTS_FILE)
+                 if (p.parent / RANKS_FILE).is_file()]
         if not below:
             raise ConfigError(f"study.runs: no run with a ranks.npz below {given}")
         found += [(str(p.relative_to(given)), p) for p in below]
