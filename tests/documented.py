@@ -299,7 +299,8 @@ class StandIns:
 
 #: config field -> the small value tests use (in the conf copy and for explicit values)
 SMALL_VALUES = {"epochs": 1, "iterations": 2, "n_iter": 5, "max_iter": 50, "n_negatives": 8,
-                "n_positives": 2, "repeats": 2, "n_valid_users": 20, "n_test_users": 20}
+                "n_positives": 2, "repeats": 2, "n_valid_users": 20, "n_test_users": 20,
+                "sample_size": 100}
 #: the synthetic data's size in the tests
 SYNTHETIC_SIZE = {"n_users": 400, "n_items": 600}
 
