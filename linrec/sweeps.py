@@ -123,10 +123,8 @@ def complete_result(run_dir: Path, config: Mapping[str, Any]) -> dict[str, Any] 
     """The results.json (a study: study.json) record in run_dir when it is complete and was
     written by `config` (the run's plain config dict); None when the job must run (missing,
     unreadable, failed, or written by another config: then the reason is logged)."""
-    path = run_dir / RESULTS_FILE
-    if not path.is_file():
-        path = run_dir / STUDY_FILE  # a study's index is written after all its runs
-    if not path.is_file() or (run_dir / FAILED_FILE).exists():
+    path = _finished_record(run_dir)
+    if path is None:
         return None
     try:
         record = json.loads(path.read_text())
@@ -138,6 +136,15 @@ def complete_result(run_dir: Path, config: Mapping[str, Any]) -> dict[str, Any] 
                     "running the job again", run_dir, path.name)
         return None
     return record
+
+
+def _finished_record(run_dir: Path) -> Path | None:
+    """The record of a run that finished in run_dir (results.json, or a study's study.json,
+    written after all its runs), None when there is none or a FAILED marker is there."""
+    for path in (run_dir / RESULTS_FILE, run_dir / STUDY_FILE):
+        if path.is_file():
+            return None if (run_dir / FAILED_FILE).exists() else path
+    return None
 
 
 def _plain_json(value: Any) -> Any:
@@ -170,9 +177,7 @@ def clear_outputs(run_dir: Path) -> Path | None:
 
     names = [name for name in (*RUN_OUTPUTS, *STUDY_OUTPUTS) if (run_dir / name).exists()]
     names += [path.name for pattern in RUN_PATTERNS for path in sorted(run_dir.glob(pattern))]
-    complete = ((run_dir / RESULTS_FILE).is_file() or (run_dir / STUDY_FILE).is_file()) \
-        and not (run_dir / FAILED_FILE).exists()
-    if complete:
+    if _finished_record(run_dir) is not None:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         aside = run_dir / SUPERSEDED_DIR / stamp
         suffix = 1

@@ -215,3 +215,10 @@ def test_a_non_finite_loss_names_where_and_keeps_the_last_good_checkpoint(tmp_pa
         drive(tmp_path, Exploding(2, step), epochs=4)
     saved = torch.load(tmp_path / "run" / training.CHECKPOINT_FILE, weights_only=False)
     assert saved["epoch"] == 1 and len(saved["history"]) == 1
+
+
+def test_in_batches_cuts_an_order_into_consecutive_batches():
+    order = torch.randperm(50, generator=torch.Generator().manual_seed(0))
+    batches = list(training.in_batches(order, 16))
+    assert [len(b) for b in batches] == [16, 16, 16, 2]
+    assert torch.equal(torch.cat(batches), order)
