@@ -106,10 +106,20 @@ def _schema(cls: type, **presets: Any) -> Any:
     return node
 
 
+#: the registries' entries that ConfigStore holds (register_configs skips an unchanged set)
+_registered: tuple | None = None
+
+
 def register_configs() -> None:
-    """Register every typed config in Hydra's ConfigStore (idempotent)."""
+    """Register every typed config in Hydra's ConfigStore: once per set of registered classes
+    (a second call with the same registries does nothing; an entry added since re-registers)."""
+    global _registered
     from hydra.core.config_store import ConfigStore
 
+    registries = (MODEL_CONFIGS, LOSS_CONFIGS, SPLIT_CONFIGS, SOURCE_CONFIGS, STUDY_CONFIGS)
+    entries = tuple(tuple(registry.items()) for registry in registries)
+    if entries == _registered:
+        return
     store = ConfigStore.instance()
     # data.source and data.split are left untyped: the data and split groups choose their class
     store.store(group="schema", name="run",
@@ -130,3 +140,4 @@ def register_configs() -> None:
         # untyped, so that `~study.models +study.models={...}` can replace a study's model set;
         # unknown fields still fail at composition, bad values when the run starts (StudyConfig)
         store.store(group="study", name=name, node=cls.defaults())
+    _registered = entries

@@ -7,7 +7,8 @@ env)` forks a child that takes `env` as its environment, `cwd` as its directory 
 `["-c", *args]` as its argv, runs `code` as `__main__` and exits as the interpreter would
 (threads' exit hooks and atexit handlers run, buffers are flushed; only the teardown of the
 modules is skipped); the caller gets the exit status and the child's stdout and stderr.
-Nothing is computed before the fork, so no thread pool (OpenMP, numba) exists yet to be lost in
+Nothing is computed before the fork but Hydra's ConfigStore (`register_configs`, which a
+command's own call then finds done), so no thread pool (OpenMP, numba) exists yet to be lost in
 the child; a module that reads the environment at import reads the server's, which is the
 caller's base environment.
 """
@@ -35,6 +36,7 @@ for name in sys.argv[2:]:
     if name == "linrec":  # every module of the package
         for found in pkgutil.walk_packages(module.__path__, "linrec."):
             importlib.import_module(found.name)
+        importlib.import_module("linrec.config").register_configs()  # a command's own is a no-op
 requests, replies = sys.stdin, os.fdopen(int(sys.argv[1]), "w")
 
 

@@ -129,3 +129,27 @@ def test_run_config_from_a_plain_mapping():
         RunConfig.from_mapping({"model": {"lam": 1.0}})
     with pytest.raises(ConfigError, match=r"config: unknown field\(s\) \['sed'\]"):
         RunConfig.from_mapping({"model": {"name": "ease"}, "sed": 3})
+
+
+def test_registering_the_configs_again_is_skipped_until_a_registry_changes(monkeypatch):
+    """`linrec` and every composition call register_configs: a second call with the same
+    registries keeps ConfigStore's nodes; a model added since is registered by the next call."""
+    from hydra.core.config_store import ConfigStore
+
+    from linrec.config import register_configs
+    from linrec.models.configs import ModelConfig
+
+    register_configs()
+    schemas = ConfigStore.instance().repo["schema"]["model"]
+    node = schemas["ease.yaml"].node
+    register_configs()
+    assert schemas["ease.yaml"].node is node
+
+    @dataclasses.dataclass
+    class CountsConfig(ModelConfig):
+        name: str = "counts_for_the_store_test"
+
+    monkeypatch.setitem(MODEL_CONFIGS, "counts_for_the_store_test", CountsConfig)
+    register_configs()
+    assert "counts_for_the_store_test.yaml" in schemas
+    assert compose_config("model=ease").model.lam > 0
