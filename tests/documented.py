@@ -301,6 +301,8 @@ class StandIns:
 SMALL_VALUES = {"epochs": 1, "iterations": 2, "n_iter": 5, "max_iter": 50, "n_negatives": 8,
                 "n_positives": 2, "repeats": 2, "n_valid_users": 20, "n_test_users": 20,
                 "sample_size": 100}
+#: a sweep over more values runs its first, middle and last (the code each job runs is the same)
+MAX_SWEEP_VALUES = 3
 #: the synthetic data's size in the tests
 SYNTHETIC_SIZE = {"n_users": 400, "n_items": 600}
 
@@ -382,6 +384,9 @@ def shrink_token(word: str, stand_ins: StandIns, workdir: Path) -> str:
     if leaf == "sample_sizes" and all(n.isdigit() for n in numbers):
         kept = [n for n in numbers if int(n) <= 100] or ["50"]
         return f"{key}=[{','.join(kept)}]"
+    if len(numbers) > MAX_SWEEP_VALUES and not re.search(r"[\[\]()]", value):
+        spread = np.linspace(0, len(numbers) - 1, MAX_SWEEP_VALUES).round().astype(int)
+        return f"{key}={','.join(numbers[i] for i in spread)}"
     if value.startswith("/") and not Path(value).exists() and "dir" not in key:
         raise LookupError(f"{word}: a path without a stand-in (add one to StandIns.WRITERS)")
     return word
@@ -420,6 +425,7 @@ class Outcome:
     ran: str
     returncode: int
     output: str
+    seconds: float = 0.0
 
 
 def run_page(blocks: list[Block], workdir: Path, env: dict[str, str], stand_ins: StandIns,
@@ -442,7 +448,8 @@ def run_page(blocks: list[Block], workdir: Path, env: dict[str, str], stand_ins:
                           [], workdir, run_env, timeout)
         check_new_records(workdir, since=started)
         outcomes.append(Outcome(pending_python[0].where, "(python blocks)", str(script),
-                                proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:]))
+                                proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:],
+                                time.time() - started))
         pending_python.clear()
 
     for block in blocks:
@@ -479,7 +486,8 @@ def run_page(blocks: list[Block], workdir: Path, env: dict[str, str], stand_ins:
                               _with_srun(run_env, workdir) if slurm else run_env, timeout)
             check_new_records(workdir, since=started)
             outcomes.append(Outcome(where, command.shown, shlex.join([program, *args]),
-                                    proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:]))
+                                    proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:],
+                                    time.time() - started))
     flush_python()
     return outcomes
 

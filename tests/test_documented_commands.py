@@ -108,6 +108,11 @@ def test_real_data_paths_and_long_values_are_shrunk(tmp_path):
         "hydra.sweeper.n_trials=3"
     assert shrink_token("model.rank=500,1000,2000", stand_ins, tmp_path) == "model.rank=8,16,24"
     assert shrink_token("model.lam=100,300", stand_ins, tmp_path) == "model.lam=100,300"
+    assert shrink_token("model.temperature=0.1,0.2,0.3,0.4,0.5,0.7,1.0", stand_ins, tmp_path) == \
+        "model.temperature=0.1,0.4,1.0"
+    assert shrink_token("seed=0,1,2", stand_ins, tmp_path) == "seed=0,1,2"
+    assert shrink_token("study.models.lrr.grid.rank=[8,16,24,32]", stand_ins, tmp_path) == \
+        "study.models.lrr.grid.rank=[8,16,24,32]"
     with pytest.raises(LookupError, match="without a stand-in"):
         shrink_token("data.path=/data/unknown.csv", stand_ins, tmp_path)
 
