@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from linrec.errors import LinrecError
 
@@ -113,38 +116,56 @@ def composition_error(exc: BaseException, overrides: list[str],
     return " ".join(str(exc).split())
 
 
-def precheck(argv: Sequence[str]) -> str | None:
+@dataclass
+class Prechecked:
+    """What `precheck` found: the first error as a linrec message (None when every job composes
+    and checks); whether it composed the command's config, and if so its `hydra.mode`."""
+
+    problem: str | None = None
+    composed: bool = False
+    mode: Any = None
+
+
+def precheck(argv: Sequence[str]) -> Prechecked:
     """Compose the config of the command line's jobs as Hydra will and build each one's typed
-    RunConfig (every range and choice checked); the first error as a linrec message (None when
-    every job composes and checks), before Hydra makes any directory."""
+    RunConfig (every range and choice checked), before Hydra makes any directory."""
     from hydra import compose, initialize_config_dir
     from hydra._internal.utils import get_args_parser
+    from omegaconf import OmegaConf, open_dict
 
     try:
         args = get_args_parser().parse_args(list(argv))
     except SystemExit:
-        return None  # let Hydra report its own usage errors
+        return Prechecked()  # let Hydra report its own usage errors
     if args.shell_completion or args.info or args.hydra_help:
-        return None
+        return Prechecked()
     try:
         jobs = _job_overrides(args.overrides)
     except Exception:  # noqa: BLE001 - a syntax error: Hydra's own message is the clear one
-        return None
+        return Prechecked()
     from linrec.hydra_compat import version_base
 
+    mode = None
     with initialize_config_dir(config_dir=config_dir(), job_name="linrec", **version_base()):
         def compose_job(overrides: list[str]) -> object:
             return compose(config_name=args.config_name or "config", overrides=overrides)
 
-        for overrides in jobs:
+        for index, overrides in enumerate(jobs):
             try:
-                cfg = compose_job(overrides)
+                if index == 0:  # with the hydra node, for its mode (Hydra.get_mode's question)
+                    cfg = compose(config_name=args.config_name or "config", overrides=overrides,
+                                  return_hydra_config=True)
+                    mode = OmegaConf.select(cfg, "hydra.mode")
+                    with open_dict(cfg):
+                        del cfg["hydra"]
+                else:
+                    cfg = compose_job(overrides)
             except Exception as exc:  # noqa: BLE001 - every composition error is reported
-                return composition_error(exc, overrides, compose_job)
+                return Prechecked(composition_error(exc, overrides, compose_job))
             problem = _run_config_error(cfg)
             if problem:
-                return problem
-    return None
+                return Prechecked(problem)
+    return Prechecked(composed=bool(jobs), mode=mode)
 
 
 def _run_config_error(cfg: object) -> str | None:
@@ -312,7 +333,7 @@ def main() -> None:
     import hydra
 
     from linrec.config import register_configs
-    from linrec.hydra_compat import version_base
+    from linrec.hydra_compat import mode_composed, version_base
     from linrec.sweeps import register_resolvers, sweep_overrides
 
     if sys.argv[1:] == ["--version"]:  # linrec's, not Hydra's own --version
@@ -324,9 +345,10 @@ def main() -> None:
     sys.argv = [a.removeprefix("+") if a.startswith("+resume=") else a for a in sys.argv]
     register_configs()
     register_resolvers()  # the sweep directories' names in conf/config.yaml
-    problem = missing_extra(sys.argv[1:]) or precheck(sys.argv[1:])
-    if problem:
-        print(f"linrec: error: {problem}", file=sys.stderr)
+    problem = missing_extra(sys.argv[1:])
+    checked = precheck(sys.argv[1:]) if problem is None else Prechecked(problem)
+    if checked.problem:
+        print(f"linrec: error: {checked.problem}", file=sys.stderr)
         sys.exit(2)
     # Hydra's own Optuna config minimizes and is unseeded: linrec's maximizes and resumes;
     # its basic sweeper would compose every job a second time after precheck
@@ -337,7 +359,8 @@ def main() -> None:
             sys.argv.append(BASIC_SWEEPER)
         sys.argv += sweep_overrides([a for a in sys.argv[1:] if not a.startswith("-")])
     try:
-        hydra.main(config_path=config_dir(), config_name="config", **version_base())(_task)()
+        with mode_composed(checked.mode) if checked.composed else contextlib.nullcontext():
+            hydra.main(config_path=config_dir(), config_name="config", **version_base())(_task)()
     except SystemExit as stop:  # a signal, or Hydra stopped on an error: list the sweep first
         _exit_listing_failures(stop.code)
         raise

@@ -362,3 +362,30 @@ def test_one_resume_switch_for_sweeps_and_checkpoints(tmp_path):
     assert resumed_from() == 2
     assert resumed_from("resume=false") is None
     assert resumed_from("+resume=false") is None
+
+
+#: counts Hydra's compositions of the config and prints the count to stderr as the child exits
+_COUNT_COMPOSITIONS = """\
+import atexit, sys
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+_load, _modes = ConfigLoaderImpl.load_configuration, []
+def _counted(self, *args, **kwargs):
+    _modes.append(str(kwargs.get("run_mode")))
+    return _load(self, *args, **kwargs)
+ConfigLoaderImpl.load_configuration = _counted
+atexit.register(lambda: print("compositions:", *_modes, file=sys.stderr))
+"""
+
+
+def test_a_run_composes_its_config_twice_and_a_config_may_still_set_the_mode(tmp_path):
+    """The precheck's composition and the run's: Hydra's own composition to read
+    `hydra.mode` is answered from the precheck's. A `hydra.mode=MULTIRUN` set without -m still
+    makes a sweep, as Hydra does."""
+    done = run_command(tmp_path, *SMALL, "eval.sampled.enabled=false", "hydra.run.dir=run",
+                       prelude=_COUNT_COMPOSITIONS)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1] == "compositions: RunMode.RUN RunMode.RUN"
+    swept = run_command(tmp_path, *SMALL, "eval.sampled.enabled=false", "hydra.mode=MULTIRUN",
+                        "model.lam=1,10", "hydra.sweep.dir=sweep")
+    assert swept.returncode == 0, swept.stderr
+    assert len(list((tmp_path / "sweep").glob("*/results.json"))) == 2
