@@ -297,10 +297,12 @@ class StandIns:
 # shrinking
 
 
-#: config field -> the small value tests use (in the conf copy and for explicit values)
+#: config field -> the small value tests use (in the conf copy and for explicit values);
+#: a joblib launcher's n_jobs=1 runs its jobs in the command's own process (no worker processes
+#: that import everything again; tests/test_sweeps.py runs the launchers with workers)
 SMALL_VALUES = {"epochs": 1, "iterations": 2, "n_iter": 5, "max_iter": 50, "n_negatives": 8,
                 "n_positives": 2, "repeats": 2, "n_valid_users": 20, "n_test_users": 20,
-                "sample_size": 100}
+                "sample_size": 100, "n_jobs": 1}
 #: a sweep over more values runs its first, middle and last (the code each job runs is the same)
 MAX_SWEEP_VALUES = 3
 #: the synthetic data's size in the tests

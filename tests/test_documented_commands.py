@@ -111,6 +111,8 @@ def test_real_data_paths_and_long_values_are_shrunk(tmp_path):
     assert shrink_token("model.temperature=0.1,0.2,0.3,0.4,0.5,0.7,1.0", stand_ins, tmp_path) == \
         "model.temperature=0.1,0.4,1.0"
     assert shrink_token("seed=0,1,2", stand_ins, tmp_path) == "seed=0,1,2"
+    assert shrink_token("hydra.launcher.n_jobs=2", stand_ins, tmp_path) == \
+        "hydra.launcher.n_jobs=1"
     assert shrink_token("study.models.lrr.grid.rank=[8,16,24,32]", stand_ins, tmp_path) == \
         "study.models.lrr.grid.rank=[8,16,24,32]"
     with pytest.raises(LookupError, match="without a stand-in"):
