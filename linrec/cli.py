@@ -147,25 +147,23 @@ def precheck(argv: Sequence[str]) -> Prechecked:
 
     mode = None
     with initialize_config_dir(config_dir=config_dir(), job_name="linrec", **version_base()):
-        def compose_job(overrides: list[str]) -> object:
-            return compose(config_name=args.config_name or "config", overrides=overrides)
+        def compose_job(overrides: list[str], with_hydra: bool = False) -> Any:
+            return compose(config_name=args.config_name or "config", overrides=overrides,
+                           return_hydra_config=with_hydra)
 
         for index, overrides in enumerate(jobs):
             try:
-                if index == 0:  # with the hydra node, for its mode (Hydra.get_mode's question)
-                    cfg = compose(config_name=args.config_name or "config", overrides=overrides,
-                                  return_hydra_config=True)
-                    mode = OmegaConf.select(cfg, "hydra.mode")
-                    with open_dict(cfg):
-                        del cfg["hydra"]
-                else:
-                    cfg = compose_job(overrides)
+                cfg = compose_job(overrides, with_hydra=index == 0)
             except Exception as exc:  # noqa: BLE001 - every composition error is reported
                 return Prechecked(composition_error(exc, overrides, compose_job))
+            if index == 0:  # the question Hydra.get_mode would compose the config again for
+                mode = OmegaConf.select(cfg, "hydra.mode")
+                with open_dict(cfg):
+                    del cfg["hydra"]
             problem = _run_config_error(cfg)
             if problem:
                 return Prechecked(problem)
-    return Prechecked(composed=bool(jobs), mode=mode)
+    return Prechecked(composed=True, mode=mode)
 
 
 def _run_config_error(cfg: object) -> str | None:

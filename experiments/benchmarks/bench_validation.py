@@ -42,7 +42,7 @@ from linrec.data.splits import EvalSet, Split  # noqa: E402
 from linrec.eval import EvalConfig, validation_score  # noqa: E402
 from linrec.models import MF  # noqa: E402
 
-SAMPLED = (("mn_mle", 100), ("mle", 100), ("naive", 100), ("adaptive_mle", 100))
+SAMPLED = (("mn_mle", 100), ("mn_mle", 1000), ("mle", 100), ("naive", 100), ("adaptive_mle", 100))
 ADAPTIVE_N_MAX = 3200
 
 
