@@ -10,8 +10,9 @@ one script.
 Real data files are replaced by small files in the same formats (`StandIns`), and the sizes by
 small ones: a copy of conf/ whose defaults are shrunk (`shrunk_conf`: fewer users, epochs,
 negatives, repeats; no figures) and, on the command line, the explicit values that would take long
-(`shrink_token`); reports are drawn without figures (`--no-figures`), which the report tests
-draw. Everything else of the command runs as written, in a child forked from an interpreter that
+(`shrink_token`; a sweep over more than three values runs three of them, a joblib launcher one job
+at a time); reports are drawn without figures (`--no-figures`), which the report tests draw.
+Everything else of the command runs as written, in a child forked from an interpreter that
 has already imported linrec's dependencies (tests/forkserver.py): the same `python -c` a user's
 command is, without the seconds of imports each one would repeat.
 """
@@ -496,7 +497,8 @@ def run_page(blocks: list[Block], workdir: Path, env: dict[str, str], stand_ins:
 
 def outcome_report(outcomes: list[Outcome]) -> str:
     failed = [o for o in outcomes if o.returncode != 0]
-    return "\n\n".join(f"{o.where}: {o.shown}\n  ran: {o.ran}\n  exit {o.returncode}\n"
+    return "\n\n".join(f"{o.where}: {o.shown}\n  ran: {o.ran}\n"
+                       f"  exit {o.returncode} after {o.seconds:.1f} s\n"
                        + "\n".join("  | " + line for line in o.output.splitlines()[-25:])
                        for o in failed)
 
