@@ -387,7 +387,7 @@ def shrink_token(word: str, stand_ins: StandIns, workdir: Path) -> str:
     if leaf == "sample_sizes" and all(n.isdigit() for n in numbers):
         kept = [n for n in numbers if int(n) <= 100] or ["50"]
         return f"{key}=[{','.join(kept)}]"
-    if len(numbers) > MAX_SWEEP_VALUES and not re.search(r"[\[\]()]", value):
+    if len(numbers) > MAX_SWEEP_VALUES and re.fullmatch(r"[\w.+-]+(,[\w.+-]+)+", value):
         spread = np.linspace(0, len(numbers) - 1, MAX_SWEEP_VALUES).round().astype(int)
         return f"{key}={','.join(numbers[i] for i in spread)}"
     if value.startswith("/") and not Path(value).exists() and "dir" not in key:

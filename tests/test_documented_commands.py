@@ -115,6 +115,8 @@ def test_real_data_paths_and_long_values_are_shrunk(tmp_path):
         "hydra.launcher.n_jobs=1"
     assert shrink_token("study.models.lrr.grid.rank=[8,16,24,32]", stand_ins, tmp_path) == \
         "study.models.lrr.grid.rank=[8,16,24,32]"
+    mapping = "+study.per_dataset.gowalla.mine_plus={temperature: 0.1, epochs: 60, lr: 1, n: 2}"
+    assert shrink_token(mapping, stand_ins, tmp_path) == mapping
     with pytest.raises(LookupError, match="without a stand-in"):
         shrink_token("data.path=/data/unknown.csv", stand_ins, tmp_path)
 
