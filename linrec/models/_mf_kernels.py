@@ -90,6 +90,21 @@ def normalize_backward_rows(grad, y, inverse, normalized, out, start, stop):  # 
 
 
 @njit(nogil=True, fastmath=_FAST, cache=True)
+def pair_dots(rows, table, index, out, start, stop):  # pragma: no cover
+    """out[b, j] = ⟨rows[b], table[index[b, j]]⟩ for start <= b < stop: rows (B, d), table
+    (n, d), index (B, m), out (B, m). Each row of `rows` is read once and each product reads
+    its table row in place, without a gather or a sort (scoring only: no gradient)."""
+    d = rows.shape[1]
+    for b in range(start, stop):
+        for j in range(index.shape[1]):
+            item = index[b, j]
+            total = rows.dtype.type(0.0)
+            for k in range(d):
+                total += rows[b, k] * table[item, k]
+            out[b, j] = total
+
+
+@njit(nogil=True, fastmath=_FAST, cache=True)
 def shifted_square_norms(grad, weights, shift, out, start, stop):  # pragma: no cover
     """out[i] = ‖grad[i] + shift·weights[i]‖² (float64 sums) for start <= i < stop."""
     d = grad.shape[1]

@@ -34,7 +34,7 @@ from linrec.models import mf_optim
 from linrec.models.base import Recommender, Validation
 from linrec.models.configs import MFConfig
 from linrec.models.linalg import thread_count
-from linrec.models.mf_ops import keep_freed_memory, normalize_rows, sampled_dot
+from linrec.models.mf_ops import keep_freed_memory, normalize_rows, pair_scores, sampled_dot
 from linrec.models.samplers import TrainingSampler
 from linrec.models.training import (
     EpochDriver,
@@ -98,7 +98,7 @@ class MF(Recommender):
             rows = self._user_rows(torch.as_tensor(users, device=table.device))
             rows = rows / self.temperature
             index = torch.as_tensor(items, dtype=torch.int64, device=table.device)
-            return sampled_dot(rows, table, index).cpu().numpy()  # no (B, m, d) gather
+            return pair_scores(rows, table, index).cpu().numpy()  # no (B, m, d) gather
 
     def _user_rows(self, users):
         return self._scored(self._rows(self._users, users))

@@ -27,6 +27,11 @@ traffic, and the page faults of allocating it, are most of an MF epoch. Here:
 Every output element is a sum in a fixed order, so results do not depend on thread timing (the
 bmm backward does on CPU). Works on any device; shapes: rows (B, d), table (n, d), index (B, N)
 int64 -> (B, N).
+
+`pair_scores(rows, table, index)`: the same scores without a gradient (sampled validation). On
+a CPU the sort that only the backward needs is skipped: one compiled pass computes each dot
+product from the table row in place (`_mf_kernels.pair_dots`; `experiments/benchmarks/
+bench_validation.py` times the whole validation pass against the exact one).
 """
 
 from __future__ import annotations
@@ -52,6 +57,21 @@ EPS = 1e-12
 def sampled_dot(rows: Any, table: Any, index: Any) -> Any:
     """s (B, N) with s[b, n] = ⟨rows[b], table[index[b, n]]⟩, differentiable in rows and table."""
     return SampledDot.apply(rows, table, index)
+
+
+def pair_scores(rows: Any, table: Any, index: Any) -> Any:
+    """`sampled_dot`'s value (B, N), no gradient: a compiled pass over the rows on a CPU (in
+    row chunks on torch's threads), `sampled_dot` on other devices."""
+    with torch.no_grad():
+        if table.device.type != "cpu":
+            return sampled_dot(rows, table, index)
+        from linrec.models import _mf_kernels
+
+        rows, table = rows.contiguous(), table.contiguous()
+        out = torch.empty(index.shape, dtype=rows.dtype)
+        run_on_rows(_mf_kernels.pair_dots, index.shape[0], rows.numpy(), table.numpy(),
+                    index.contiguous().numpy(), out.numpy())
+        return out
 
 
 def normalize_rows(x: Any) -> Any:

@@ -1,6 +1,6 @@
 """The MF trainer's custom autograd ops (linrec.models.mf_ops) against the plain torch
 formulas in float64: values, gradients (finite differences), both forward paths of
-sampled_dot, and results that do not depend on thread timing; on the CPU and on a CUDA device
+sampled_dot, the gradient-free pair_scores, and results that do not depend on thread timing; on the CPU and on a CUDA device
 where there is one."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from linrec.models.mf_ops import normalize_rows, sampled_dot, squared_norm_with_l2
+from linrec.models.mf_ops import normalize_rows, pair_scores, sampled_dot, squared_norm_with_l2
 
 
 def _tensors(batch: int, n: int, n_items: int, dim: int = 5, seed: int = 0,
@@ -63,6 +63,23 @@ def test_sampled_dot_is_bitwise_reproducible_on_two_threads():
         for _ in range(5):
             for a, b in zip(first, run(), strict=True):
                 assert torch.equal(a, b)
+    finally:
+        torch.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_pair_scores_equal_the_gathered_product_on_any_thread_count(dtype, device):
+    rows, table, index = _tensors(9000, 7, 40, dim=6, device=device)  # > 1 row chunk
+    rows, table = rows.detach(), table.detach()
+    reference = (table[index] * rows[:, None, :]).sum(-1)
+    tolerance = 1e-12 if dtype == torch.float64 else 1e-5
+    previous = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            ours = pair_scores(rows.to(dtype), table.to(dtype), index)
+            assert ours.dtype == dtype and not ours.requires_grad
+            torch.testing.assert_close(ours.double(), reference, rtol=0, atol=tolerance)
     finally:
         torch.set_num_threads(previous)
 
