@@ -8,7 +8,9 @@ Two parts:
          training rows held out for validation, MF (cosine, 64 dimensions) after one epoch, or
          with --checkpoint FILE the best tables of a fit on that split (an MF checkpoint.pt:
          adaptive sampling costs more on a trained model, whose targets often rank first);
-         each validation's seconds and value.
+         each validation's seconds and value. Then the scoring of one target's n = 1000
+         (user, item) pairs for every validation target alone: MF's pass (`pair_scores`)
+         against the forward of the training op `sampled_dot` (the reference), same pairs.
   sizes  synthetic catalogues of --sizes items (up to 1 M), --users validation users with
          --targets held-out items each, a factor model with 64-dimensional random embeddings
          scored by `linrec.models.MF`'s own code (a fitted MF whose tables are replaced), exact
@@ -41,6 +43,7 @@ from linrec.data.pipeline import prepare_data  # noqa: E402
 from linrec.data.splits import EvalSet, Split  # noqa: E402
 from linrec.eval import EvalConfig, validation_score  # noqa: E402
 from linrec.models import MF  # noqa: E402
+from linrec.models.mf_ops import pair_scores, sampled_dot  # noqa: E402
 
 SAMPLED = (("mn_mle", 100), ("mn_mle", 1000), ("mle", 100), ("naive", 100), ("adaptive_mle", 100))
 ADAPTIVE_N_MAX = 3200
@@ -97,6 +100,32 @@ def real(path: str, repeats: int, checkpoint: str | None) -> None:
     print_header(f"{prepared.name}: {split.valid.n_users} validation users, "
                  f"{split.valid.targets.nnz} held-out items, {split.n_items} items; {trained}")
     print_rows(compare(split, model, "recall@20", repeats))
+    pair_scoring(split, model, 1000, repeats)
+
+
+def pair_scoring(split: Split, model, n: int, repeats: int) -> None:
+    """Seconds to score n (user, item) pairs per validation target, in blocks of 512 MB of
+    gathered rows as sampled validation scores them: `pair_scores` against `sampled_dot`."""
+    rng = np.random.default_rng(0)
+    users = np.repeat(split.valid.users, np.diff(split.valid.targets.indptr))
+    index = torch.as_tensor(rng.integers(0, split.n_items, (users.size, n)))
+    with torch.no_grad():
+        rows = model._scored(model._users)[torch.as_tensor(users)] / model.temperature
+        table = model._item_table()
+    block = (512 << 20) // (n * 64 * 4)
+
+    def run(op):
+        return lambda _: [op(rows[lo:lo + block], table, index[lo:lo + block])
+                          for lo in range(0, users.size, block)]
+
+    def forward(r, t, i):
+        with torch.no_grad():
+            return sampled_dot(r, t, i)
+
+    reference, _ = timed_pass(run(forward), None, repeats)
+    ours, _ = timed_pass(run(pair_scores), None, repeats)
+    print(f"  scoring {users.size} x {n} pairs: sampled_dot's forward {reference:.3f} s, "
+          f"pair_scores {ours:.3f} s ({reference / ours:.2f}x)")
 
 
 def synthetic_split(n_items: int, n_users: int, targets: int, seed: int) -> Split:
