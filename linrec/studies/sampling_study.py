@@ -27,7 +27,11 @@ import scipy.sparse as sp
 
 from linrec.data.splits import EvalSet, Split
 from linrec.errors import ConfigError
-from linrec.eval.estimators.accuracy import average_relative_error, winner_accuracy
+from linrec.eval.estimators.accuracy import (
+    average_relative_error,
+    order_agreement,
+    winner_accuracy,
+)
 from linrec.eval.estimators.mapping import aligned_curves, alignment_errors, mapping_function
 from linrec.eval.metrics import exact_metrics
 from linrec.eval.negatives import canonical_targets
@@ -86,6 +90,7 @@ def run(config: Any, run_dir: Path) -> None:
     summary: dict[str, Any] = {"models": list(tests), "settings": list(_first(tests).sampled),
                                "are": _error_tables(tests, tables),
                                "winners": _winner_table(tests, study.winner_ks, tables),
+                               "order": _order_table(tests, study.winner_ks, tables),
                                "mapping": _mapping_tables(tests, test_set, study, tables),
                                "user_sampling": _user_sampling_table(
                                    tests, test_set, study, _user_sampling_estimator(config),
@@ -94,7 +99,8 @@ def run(config: Any, run_dir: Path) -> None:
         summary["saved_runs"] = {label: str(path) for label, path in _saved_runs(study.runs)}
     write_study_index(run_dir, config, dataset, summary)
     if not config.quiet:
-        for path in sorted(tables.glob("are_*.md")) + [tables / "winners.md"]:
+        for path in [*sorted(tables.glob("are_*.md")), *sorted(tables.glob("winners.md")),
+                     *sorted(tables.glob("order.md"))]:
             print(path.read_text())
         print(f"tables: {tables}")
     return None
@@ -231,31 +237,67 @@ def _error_tables(tests: dict[str, SplitReport], tables: Path) -> dict[str, Any]
     return summary
 
 
+def _per_cut_off(tests: dict[str, SplitReport], winner_ks: Sequence[int]):
+    """(setting, metric@K, the exact values (models,), {estimator: its estimates (repeats,
+    models)}) for every setting, metric and K of winner_ks, models in the order of `tests`."""
+    metrics, k_max, _ = _protocol(tests)
+    labels = list(tests)
+    for setting in _first(tests).sampled:
+        names = list(_first(tests).sampled[setting].curves)
+        for m in metrics:
+            for k in [k for k in winner_ks if k <= k_max]:
+                true_values = np.array([tests[label].sampled[setting].exact_curves[m][k - 1]
+                                        for label in labels])
+                estimates = {name: np.stack([tests[label].sampled[setting].curves[name][m][
+                    :, k - 1] for label in labels], axis=1) for name in names}
+                yield setting, f"{m}@{k}", true_values, estimates
+
+
+def _estimator_names(tests: dict[str, SplitReport]) -> list[str]:
+    names: list[str] = []
+    for report in _first(tests).sampled.values():
+        names += [n for n in report.curves if n not in names]
+    return names
+
+
 def _winner_table(tests: dict[str, SplitReport], winner_ks: Sequence[int],
                   tables: Path) -> dict[str, Any]:
     """How often the argmax over models of each estimate picks the exact winner, per setting,
     metric and K."""
-    metrics, k_max, repeats = _protocol(tests)
-    labels = list(tests)
-    rows, all_names, summary = [], [], {}
-    for setting in _first(tests).sampled:
-        names = list(_first(tests).sampled[setting].curves)
-        all_names += [n for n in names if n not in all_names]
-        for m in metrics:
-            for k in [k for k in winner_ks if k <= k_max]:
-                true_values = [tests[label].sampled[setting].exact_curves[m][k - 1]
-                               for label in labels]
-                row = {"setting": setting, "metric": f"{m}@{k}",
-                       "winner": labels[int(np.argmax(true_values))]}
-                for name in names:
-                    est = np.stack([tests[label].sampled[setting].curves[name][m][:, k - 1]
-                                    for label in labels], axis=1)  # (repeats, models)
-                    row[name] = winner_accuracy(est, true_values)
-                    summary[f"{setting}/{m}@{k}/{name}"] = row[name]
-                rows.append(row)
-    write_table(tables, "winners", ["setting", "metric", "winner", *all_names], rows,
-                f"Winner accuracy on the test split (out of {repeats} repeats; winner: the best "
-                "exact metric)")
+    labels, repeats = list(tests), _protocol(tests)[2]
+    rows, summary = [], {}
+    for setting, cut, true_values, estimates in _per_cut_off(tests, winner_ks):
+        row = {"setting": setting, "metric": cut, "winner": labels[int(np.argmax(true_values))]}
+        for name, est in estimates.items():
+            row[name] = winner_accuracy(est, true_values)
+            summary[f"{setting}/{cut}/{name}"] = row[name]
+        rows.append(row)
+    write_table(tables, "winners", ["setting", "metric", "winner", *_estimator_names(tests)],
+                rows, f"Winner accuracy on the test split (out of {repeats} repeats; winner: "
+                "the best exact metric)")
+    return summary
+
+
+def _order_table(tests: dict[str, SplitReport], winner_ks: Sequence[int],
+                 tables: Path) -> dict[str, Any]:
+    """Does each estimate order all the models as the exact metric does: Kendall's τ_b between
+    the two, mean over the repeats, and the repeats with every pair in the exact order, per
+    setting, metric and K (the cut-offs of the winner table); none for a single model."""
+    if len(tests) < 2:
+        return {}
+    repeats = _protocol(tests)[2]
+    rows, summary = [], {}
+    for setting, cut, true_values, estimates in _per_cut_off(tests, winner_ks):
+        row = {"setting": setting, "metric": cut}
+        for name, est in estimates.items():
+            tau, same = order_agreement(est, true_values)
+            row[name] = f"{tau:.3f} ({same})"
+            summary[f"{setting}/{cut}/{name}"] = {"tau": tau, "exact_order": same}
+        rows.append(row)
+    write_table(tables, "order", ["setting", "metric", *_estimator_names(tests)], rows,
+                f"Order of the {len(tests)} models, test split: Kendall's τ_b between each "
+                f"estimate and the exact metric, mean over {repeats} repeats (in brackets: "
+                "repeats that order every pair as the exact metric does)")
     return summary
 
 

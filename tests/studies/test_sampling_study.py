@@ -24,7 +24,7 @@ def test_sampling_study(tmp_path):
                                  "ease: {name: ease, lam: 50.0}, knn: {name: itemknn, k: 20}}")
     run(cfg, run_dir=tmp_path / "run")
     tables = tmp_path / "run" / "tables"
-    for name in ("are_n20", "are_n50", "are_adaptive", "winners", "mapping_errors",
+    for name in ("are_n20", "are_n50", "are_adaptive", "winners", "order", "mapping_errors",
                  "mapping_ease_n20"):
         assert (tables / f"{name}.md").exists() and (tables / f"{name}.csv").exists()
     index = json.loads((tmp_path / "run" / "study.json").read_text())
@@ -44,8 +44,16 @@ def test_sampling_study(tmp_path):
             block["estimators"]["mle"]["are"]["recall"]["mean"], rel=1e-12)
         assert record["study"] == {"name": "sampling_study", "label": model, "point": {}}
     assert all(0 <= v <= 4 for v in summary["winners"].values())
+    assert summary["order"].keys() == summary["winners"].keys()
+    for key, order in summary["order"].items():
+        assert -1 <= order["tau"] <= 1
+        # a repeat with every pair in the exact order also names the exact winner
+        assert order["exact_order"] <= summary["winners"][key]
+        if order["exact_order"] == 4:
+            assert order["tau"] == pytest.approx(1.0, abs=1e-12)
     # every table names the split it shows (the study evaluates the test users only)
-    for name in ("are_n20", "are_adaptive", "winners", "mapping_errors", "mapping_ease_n20"):
+    for name in ("are_n20", "are_adaptive", "winners", "order", "mapping_errors",
+                 "mapping_ease_n20"):
         assert "test split" in (tables / f"{name}.md").read_text().splitlines()[0], name
     mapping = (tables / "mapping_ease_n20.md").read_text()
     assert "HR@bound" in mapping and "SHR" in mapping
@@ -114,7 +122,8 @@ def test_the_study_of_saved_runs_is_the_study_that_trained_them(tmp_path):
     run(compose_config(*STUDY, models), run_dir=tmp_path / "trained")
     saved = tmp_path / "trained" / "runs"
     run(compose_config(*STUDY, f"study.runs=[{saved}]"), run_dir=tmp_path / "saved")
-    for table in ("are_n20", "are_adaptive", "winners", "mapping_errors", "mapping_ease_n50"):
+    for table in ("are_n20", "are_adaptive", "winners", "order", "mapping_errors",
+                  "mapping_ease_n50"):  # "order": τ does not depend on the order of the runs
         rows = [sorted((tmp_path / d / "tables" / f"{table}.csv").read_text().splitlines())
                 for d in ("saved", "trained")]  # the runs come in another order
         assert rows[0] == rows[1], table

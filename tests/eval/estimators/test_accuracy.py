@@ -1,11 +1,16 @@
-"""Average relative error and winner accuracy (Li et al. 2023, Tables 1–11;
+"""Average relative error, winner accuracy and order agreement (Li et al. 2023, Tables 1–11;
 docs/concepts/sampled.md)."""
 
 import numpy as np
 import pytest
+from scipy.stats import kendalltau
 
 from linrec.errors import ConfigError
-from linrec.eval.estimators.accuracy import average_relative_error, winner_accuracy
+from linrec.eval.estimators.accuracy import (
+    average_relative_error,
+    order_agreement,
+    winner_accuracy,
+)
 
 
 def test_average_relative_error_by_hand():
@@ -37,3 +42,29 @@ def test_winner_accuracy_counts_matching_argmax():
     assert winner_accuracy(est, true) == 2
     with pytest.raises(ConfigError, match="3 models per repeat but true_values has 2"):
         winner_accuracy(est[:, :3], true[:2])
+
+
+def test_order_agreement_by_hand():
+    true = np.array([0.30, 0.35, 0.32, 0.10])  # order 1 > 2 > 0 > 3
+    est = np.array([
+        [0.31, 0.36, 0.33, 0.05],  # the exact order: τ = 1
+        [0.05, 0.36, 0.33, 0.31],  # 0 and 3 swapped: 5 of 6 pairs concordant, τ = 4/6
+        [0.35, 0.30, 0.32, 0.40],  # reversed: τ = -1
+        [0.20, 0.20, 0.20, 0.20],  # all tied: τ = 0
+    ])
+    tau, same = order_agreement(est, true)
+    assert tau == pytest.approx((1 + 4 / 6 - 1 + 0) / 4, abs=1e-15)
+    assert same == 1
+    with pytest.raises(ConfigError, match="two or more"):
+        order_agreement(est[:, :1], true[:1])
+
+
+def test_order_agreement_is_scipys_tau_b_with_ties():
+    rng = np.random.default_rng(3)
+    true = np.round(rng.random(9), 1)  # ties in the exact values too
+    est = np.round(true + rng.normal(scale=0.15, size=(50, 9)), 1)
+    expected = np.mean([kendalltau(row, true).statistic for row in est])
+    tau, same = order_agreement(est, true)
+    assert tau == pytest.approx(expected, abs=1e-12)
+    assert same == sum(bool(np.all(np.sign(row[:, None] - row) == np.sign(true[:, None] - true)))
+                       for row in est)
