@@ -1,7 +1,7 @@
 """The MF trainer's custom autograd ops (linrec.models.mf_ops) against the plain torch
 formulas in float64: values, gradients (finite differences), both forward paths of
-sampled_dot, the gradient-free pair_scores, and results that do not depend on thread timing; on the CPU and on a CUDA device
-where there is one."""
+sampled_dot, the gradient-free pair_scores, and results that do not depend on thread timing;
+on the CPU and on a CUDA device where there is one."""
 
 from __future__ import annotations
 
