@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +99,8 @@ def run(config: Any, run_dir: Path) -> None:
         summary["saved_runs"] = {label: str(path) for label, path in _saved_runs(study.runs)}
     write_study_index(run_dir, config, dataset, summary)
     if not config.quiet:
-        for path in [*sorted(tables.glob("are_*.md")), *sorted(tables.glob("winners.md")),
-                     *sorted(tables.glob("order.md"))]:
+        for path in [*sorted(tables.glob("are_*.md")), tables / "winners.md",
+                     *tables.glob("order.md")]:  # no order table for a single model
             print(path.read_text())
         print(f"tables: {tables}")
     return None
@@ -237,7 +237,8 @@ def _error_tables(tests: dict[str, SplitReport], tables: Path) -> dict[str, Any]
     return summary
 
 
-def _per_cut_off(tests: dict[str, SplitReport], winner_ks: Sequence[int]):
+def _per_cut_off(tests: dict[str, SplitReport], winner_ks: Sequence[int]
+                 ) -> Iterator[tuple[str, str, np.ndarray, dict[str, np.ndarray]]]:
     """(setting, metric@K, the exact values (models,), {estimator: its estimates (repeats,
     models)}) for every setting, metric and K of winner_ks, models in the order of `tests`."""
     metrics, k_max, _ = _protocol(tests)
@@ -254,6 +255,7 @@ def _per_cut_off(tests: dict[str, SplitReport], winner_ks: Sequence[int]):
 
 
 def _estimator_names(tests: dict[str, SplitReport]) -> list[str]:
+    """Every estimator of any setting, in the order first met (a table's columns)."""
     names: list[str] = []
     for report in _first(tests).sampled.values():
         names += [n for n in report.curves if n not in names]
