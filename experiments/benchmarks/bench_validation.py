@@ -109,8 +109,8 @@ def pair_scoring(split: Split, model, n: int, repeats: int) -> None:
     rng = np.random.default_rng(0)
     users = np.repeat(split.valid.users, np.diff(split.valid.targets.indptr))
     index = torch.as_tensor(rng.integers(0, split.n_items, (users.size, n)))
-    with torch.no_grad():
-        rows = model._scored(model._users)[torch.as_tensor(users)] / model.temperature
+    with torch.no_grad():  # the rows and table MF's own scoring uses
+        rows = model._user_rows(torch.as_tensor(users)) / model.temperature
         table = model._item_table()
     block = (512 << 20) // (n * 64 * 4)
 
