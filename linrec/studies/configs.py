@@ -67,7 +67,9 @@ class SamplingStudyConfig(StudyConfig):
                                         doc="sampled cut-offs k the mapping table maps")
     runs: tuple[str, ...] = param((), doc="saved runs to study instead of training `models`: "
                                          "run directories, or directories below which every "
-                                         "run with a ranks.npz is taken (one dataset)")
+                                         "run with a ranks.npz is taken (one dataset); "
+                                         "`label:path` names a run (or prefixes the runs "
+                                         "below) in the tables")
     user_samples: tuple[int, ...] = param((1000, 5000, 10000), ge=1,
                                           doc="user-sampling table: numbers of users drawn "
                                               "(each with every target it has) and ranked "

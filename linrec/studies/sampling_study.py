@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -129,12 +130,13 @@ def _trained_tests(config: Any, run_dir: Path
 
 def _saved_runs(paths: Sequence[str]) -> list[tuple[str, Path]]:
     """(label, run directory) of every saved run below `paths` with a results.json and a
-    ranks.npz: a path that is a run is labelled by its name, the runs below a directory by
-    their path under it."""
+    ranks.npz. An entry is a path or `label:path`. A path that is a run is labelled by `label`,
+    else by its name; the runs below a directory by their path under it (after `label/`)."""
     found: list[tuple[str, Path]] = []
-    for given in map(Path, paths):
+    for entry in paths:
+        label, given = _labelled_path(entry)
         if (given / RESULTS_FILE).is_file() and (given / RANKS_FILE).is_file():
-            found.append((given.name, given))
+            found.append((label or given.name, given))
             continue
         if not given.is_dir():
             raise ConfigError(f"study.runs: {given} is neither a run directory (results.json "
@@ -143,13 +145,24 @@ def _saved_runs(paths: Sequence[str]) -> list[tuple[str, Path]]:
                  if (p.parent / RANKS_FILE).is_file()]
         if not below:
             raise ConfigError(f"study.runs: no run with a ranks.npz below {given}")
-        found += [(str(p.relative_to(given)), p) for p in below]
+        prefix = f"{label}/" if label else ""
+        found += [(prefix + str(p.relative_to(given)), p) for p in below]
     labels = [label for label, _ in found]
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
-        raise ConfigError(f"study.runs: runs share the labels {repeated}; give their parent "
-                          "directories, whose paths below tell them apart")
+        raise ConfigError(f"study.runs: runs share the labels {repeated}; label them "
+                          "(label:path) or give their parent directories, whose paths below "
+                          "tell them apart")
     return found
+
+
+def _labelled_path(entry: str) -> tuple[str | None, Path]:
+    """A `study.runs` entry as (label, path): `label:path` with a label of letters, digits and
+    `_.+-`, or (None, path) for a plain path; an entry that exists as written is a path."""
+    label, colon, path = entry.partition(":")
+    if colon and path and re.fullmatch(r"[\w.+-]+", label) and not Path(entry).exists():
+        return label, Path(path)
+    return None, Path(entry)
 
 
 def _saved_tests(config: Any, paths: Sequence[str]

@@ -4,6 +4,7 @@ any run, tables consistent with those runs, and config errors before any fit."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -138,6 +139,15 @@ def test_the_study_of_saved_runs_is_the_study_that_trained_them(tmp_path):
     run(compose_config(*STUDY, f"study.runs=[{saved / 'ease'}]"), run_dir=tmp_path / "one")
     assert json.loads((tmp_path / "one" / "study.json").read_text())["summary"]["models"] == \
         ["ease"]
+    # label:path names a run, and prefixes the runs below a directory
+    run(compose_config(*STUDY, f"study.runs=[EASE-50:{saved / 'ease'},all:{saved}]"),
+        run_dir=tmp_path / "labelled")
+    labelled = json.loads((tmp_path / "labelled" / "study.json").read_text())["summary"]
+    assert labelled["models"] == ["EASE-50", "all/ease", "all/pop"]
+    assert labelled["saved_runs"]["EASE-50"] == str(saved / "ease")
+    with pytest.raises(ConfigError, match=r"share the labels \['ease'\]"):
+        run(compose_config(*STUDY, f"study.runs=[ease:{saved / 'pop'},{saved / 'ease'}]"),
+            run_dir=tmp_path / "twice")
     other = compose_config(*STUDY[:1], "data.source.n_users=300", "data.source.n_items=150",
                            *STUDY[3:], "+study.models={pop: {name: most_popular}}")
     run(other, run_dir=tmp_path / "other")
@@ -150,6 +160,22 @@ def test_the_study_of_saved_runs_is_the_study_that_trained_them(tmp_path):
     with pytest.raises(ConfigError, match="no run with a ranks.npz"):
         run(compose_config(*STUDY, f"study.runs=[{tmp_path / 'saved'}]"),
             run_dir=tmp_path / "none")
+
+
+def test_a_saved_run_entry_is_a_path_or_a_labelled_path(tmp_path, monkeypatch):
+    """`label:path` splits at the first colon when the label is a plain word and the entry is
+    not itself an existing path (a directory whose name holds a colon)."""
+    from linrec.studies.sampling_study import _labelled_path
+
+    assert _labelled_path("runs/ease") == (None, Path("runs/ease"))
+    assert _labelled_path("EASE-100:runs/a:b") == ("EASE-100", Path("runs/a:b"))
+    assert _labelled_path("two words:runs/x") == (None, Path("two words:runs/x"))
+    assert _labelled_path("ease:") == (None, Path("ease:"))
+    monkeypatch.chdir(tmp_path)
+    Path("ease:1").mkdir()
+    assert _labelled_path("ease:1") == (None, Path("ease:1"))
+    assert _labelled_path("ease:2") == ("ease", Path("2"))
+    assert _labelled_path("x:ease:1") == ("x", Path("ease:1"))
 
 
 @pytest.mark.parametrize(
