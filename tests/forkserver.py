@@ -37,6 +37,9 @@ for name in sys.argv[2:]:
         for found in pkgutil.walk_packages(module.__path__, "linrec."):
             importlib.import_module(found.name)
         importlib.import_module("linrec.config").register_configs()  # a command's own is a no-op
+        # which distribution provides each module: every results.json names the libraries a run
+        # imported, and building this map reads every installed distribution's file list
+        importlib.import_module("linrec.results")._module_distributions()
 requests, replies = sys.stdin, os.fdopen(int(sys.argv[1]), "w")
 
 
