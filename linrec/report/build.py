@@ -173,7 +173,7 @@ class _DatasetPart:
 
 def _dataset_part(evaluated: Any, dataset: str, dirs: Sequence[Path], split: str,
                   chosen: list[str], baseline: str, alpha: float, bootstrap: int,
-                  figures_dir: Path | None) -> _DatasetPart:
+                  figures_dir: Path | None, published: Sequence[Any] = ()) -> _DatasetPart:
     """The comparison (best configuration per model, significance against the baseline), the
     every-run table and the figures of the runs of one dataset that evaluated `split`."""
     from linrec.report.figures import report_figures
@@ -202,7 +202,7 @@ def _dataset_part(evaluated: Any, dataset: str, dirs: Sequence[Path], split: str
                             repr(e.high), repr(e.confidence), str(r.n_users))
                    for r in results for metric, e in r.effects.items()]
     figs = [] if figures_dir is None else \
-        report_figures(evaluated, results, split, shown, figures_dir, dataset)
+        report_figures(evaluated, results, split, shown, figures_dir, dataset, published)
     tables = [comparison] + ([effects] if effects else []) + [every_run]
     md = "\n".join(markdown(t) for t in tables) + "".join(
         f"\n![{p.stem}](figures/{p.name})\n" for p in figs if p.suffix == ".png")
@@ -210,14 +210,23 @@ def _dataset_part(evaluated: Any, dataset: str, dirs: Sequence[Path], split: str
                         Section(dataset, tables, figs))
 
 
+def _has_setting(runs: Any, model: str, setting: str) -> bool:
+    """Whether some run of `model` records `setting` (a tidy-table column param.<setting>)."""
+    column = f"param.{setting}"
+    return column in runs and runs.loc[runs["model"] == model, column].notna().any()
+
+
 def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Path | None = None,
                  metrics: Sequence[str] | None = None, baseline: str = DEFAULT_BASELINE,
                  alpha: float = 0.05, figures: bool = True,
-                 bootstrap: int = BOOTSTRAP_RESAMPLES) -> ReportFiles:
+                 bootstrap: int = BOOTSTRAP_RESAMPLES,
+                 published: Sequence[str] = ()) -> ReportFiles:
     """Read, compare and write (the package docstring). `metrics`: the metric columns of the
     tables (default DEFAULT_METRICS, those that were computed); the tidy CSV keeps every
-    column. `bootstrap`: resamples of the differences' intervals (0: no intervals)."""
+    column. `bootstrap`: resamples of the differences' intervals (0: no intervals).
+    `published`: values to mark on the sweep figures ('MODEL SETTING=X METRIC@K=Y ...')."""
     from linrec.atomic import write_text_atomic
+    from linrec.report.figures import parse_published
 
     if split not in ("test", "valid"):
         raise ConfigError(f"--split={split!r} is not allowed; allowed: test, valid")
@@ -226,6 +235,7 @@ def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Pat
     if bootstrap < 0:
         raise ConfigError(f"--bootstrap={bootstrap} is out of range; allowed: 0 (no intervals) "
                           "or a positive number of resamples")
+    points = [parse_published(text) for text in published]
     runs = read_runs(dirs, split)
     first = Path(dirs[0])
     out = Path(out) if out else (first.parent if first.is_file() else first)
@@ -254,7 +264,7 @@ def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Pat
             md_parts.append(f"**{dataset}**: no run evaluated the {split} split.\n")
             continue
         part = _dataset_part(evaluated, dataset, runs.dirs, split, chosen, baseline, alpha,
-                             bootstrap, figures_dir if figures else None)
+                             bootstrap, figures_dir if figures else None, points)
         comparisons.append(part.comparison)
         compared += [part.comparison] + ([part.effects] if part.effects else [])
         significance_rows += part.significance_rows
@@ -262,6 +272,10 @@ def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Pat
         md_parts.append(part.markdown)
         sections.append(part.section)
         files += part.section.figures
+    for text, point in zip(published, points, strict=True):
+        if not _has_setting(complete, point.model, point.setting):
+            md_parts.append(f"`--published '{text}'`: no run of {point.model} has the setting "
+                            f"{point.setting}; the point is not drawn.\n")
     problems = problems_table(runs)
     if problems is not None:
         md_parts.append(markdown(problems))

@@ -8,7 +8,8 @@ from linrec.report.compare import BOOTSTRAP_RESAMPLES
 
 def main(argv: list[str] | None = None) -> int:
     """`linrec-report DIR... [--split test|valid] [--out DIR] [--metrics m@K,...]
-    [--baseline 'MODEL [setting=value ...]'] [--alpha 0.05] [--bootstrap 1000] [--no-figures]`."""
+    [--baseline 'MODEL [setting=value ...]'] [--alpha 0.05] [--bootstrap 1000]
+    [--published 'MODEL SETTING=X METRIC@K=Y' ...] [--no-figures]`."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -31,12 +32,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", type=int, default=BOOTSTRAP_RESAMPLES,
                         help="resamples of the bootstrap interval of each model's difference "
                              "from the baseline (over users, at confidence 1 - alpha); 0: none")
+    parser.add_argument("--published", action="append", default=[],
+                        metavar="'MODEL SETTING=X METRIC@K=Y ...'",
+                        help="a published value to mark (a star) on the figures of a metric "
+                             "against a swept setting, e.g. "
+                             "'mf/mine_plus temperature=0.4 recall@20=0.1813'; repeatable")
     parser.add_argument("--no-figures", action="store_true", help="tables only")
     args = parser.parse_args(argv)
     metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
     report = build_report(args.dirs, split=args.split, out=args.out, metrics=metrics,
                           baseline=args.baseline, alpha=args.alpha, figures=not args.no_figures,
-                          bootstrap=args.bootstrap)
+                          bootstrap=args.bootstrap, published=args.published)
     print(report.markdown, end="")
     print(f"wrote {len(report.files)} files to {report.files[-1].parent} ({report.n_runs} runs"
           + (f", {report.n_problems} without results" if report.n_problems else "") + ")")

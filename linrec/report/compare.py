@@ -125,16 +125,20 @@ def best_configurations(frame: Any, metrics: Sequence[str]) -> list[ModelResult]
     return out
 
 
-def parse_baseline(text: str) -> tuple[str, dict[str, str]]:
+def parse_baseline(text: str, option: str = "--baseline",
+                   example: str = "'ease lam=100'") -> tuple[str, dict[str, str]]:
     """`--baseline` as (model, settings): a model (`ease`, `mf/ccl`), optionally followed by
-    settings of one of its configurations (`ease lam=100`, `mf/ccl sampling.n_negatives=800`)."""
-    model, *settings = text.split()
+    settings of one of its configurations (`ease lam=100`, `mf/ccl sampling.n_negatives=800`).
+    `option` and `example` name the option in the error of another option of this form."""
+    model, *settings = text.split() or [""]
+    if not model:
+        raise ConfigError(f"{option} {text!r}: no model; e.g. {option} {example}")
     pairs = {}
     for setting in settings:
         key, sep, value = setting.partition("=")
         if not sep or not key or not value:
-            raise ConfigError(f"--baseline {text!r}: {setting!r} is not a setting=value pair; "
-                              "e.g. --baseline 'ease lam=100'")
+            raise ConfigError(f"{option} {text!r}: {setting!r} is not a setting=value pair; "
+                              f"e.g. {option} {example}")
         pairs[key.removeprefix("model.").removeprefix("param.")] = value
     return model, pairs
 

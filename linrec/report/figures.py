@@ -5,7 +5,8 @@
 - `<dataset>_<metric>_vs_<setting>_<split>`: when the models were swept over one and the same
   numeric setting (the number of negatives, a temperature, a loss weight), each shown metric of
   the split against it, one line per model (`mf/ccl`, `mf/mse`: one per loss), mean ± std over
-  seeds, the seeds counted in the legend, the runs' common epoch budget in the title;
+  seeds, the seeds counted in the legend, the runs' common epoch budget in the title, and a
+  star at each published value given for that model and setting (`--published`);
 - `<dataset>_<model>_grid_<split>`: a model swept over two numeric settings, its validation
   selection value (mean over seeds) as a heat map;
 - `<dataset>_<model>_training_<split>`: a trained model's loss and validation metric per epoch
@@ -23,24 +24,63 @@ figures (heat maps, spectral profiles) are copied by linrec.report.studies.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from linrec.errors import ConfigError
 from linrec.report._format import short_param, slug
 from linrec.report.runs import metric_columns, varying_params
 
 #: the estimator curves are drawn for this metric when the selection's family has none
 PREFERRED_CURVE_METRIC = "ndcg"
+#: how `--published` is written
+PUBLISHED_EXAMPLE = "'mf/mine_plus temperature=0.4 recall@20=0.1813'"
+
+
+@dataclass(frozen=True)
+class PublishedPoint:
+    """A published value to mark on the metric-against-setting figures: `model` at
+    `setting` = `at`, with `values` (metric@K -> value)."""
+
+    model: str
+    setting: str
+    at: float
+    values: Mapping[str, float]
+
+
+def parse_published(text: str) -> PublishedPoint:
+    """`--published 'MODEL SETTING=X METRIC@K=Y ...'` as a PublishedPoint: one numeric setting
+    (`temperature`, `sampling.n_negatives`, `loss.negative_weight`) and at least one metric."""
+    from linrec.report.compare import parse_baseline
+
+    model, pairs = parse_baseline(text, "--published", PUBLISHED_EXAMPLE)
+    numbers = {}
+    for key, value in pairs.items():
+        try:
+            numbers[key] = float(value)
+        except ValueError:
+            numbers[key] = math.nan
+        if not math.isfinite(numbers[key]):
+            raise ConfigError(f"--published {text!r}: {key}={value} is not a finite number")
+    settings = [k for k in numbers if "@" not in k]
+    values = {k: v for k, v in numbers.items() if "@" in k}
+    if len(settings) != 1 or not values:
+        raise ConfigError(f"--published {text!r}: give one setting and at least one metric@K "
+                          f"value; e.g. --published {PUBLISHED_EXAMPLE}")
+    return PublishedPoint(model, settings[0], numbers[settings[0]], values)
 
 
 def report_figures(group: Any, results: Sequence[Any], split: str, metrics: Sequence[str],
-                   figures_dir: Path, dataset: str) -> list[Path]:
+                   figures_dir: Path, dataset: str,
+                   published: Sequence[PublishedPoint] = ()) -> list[Path]:
     """Every figure of one dataset (module docstring). group: the complete runs of the dataset
-    that evaluated `split` (tidy rows); results: its ModelResults (linrec.report.compare).
-    Returns the written paths."""
+    that evaluated `split` (tidy rows); results: its ModelResults (linrec.report.compare);
+    published: values to mark on the sweep figures. Returns the written paths."""
     from linrec.plots import save_figure_formats
 
     stem = slug(dataset)
@@ -51,7 +91,7 @@ def report_figures(group: Any, results: Sequence[Any], split: str, metrics: Sequ
     if columns:
         fig = _metric_vs_k(group, results, family, columns, split, dataset)
         written += save_figure_formats(fig, figures_dir / f"{stem}_{family}_vs_k_{split}")
-    for metric, setting, fig in _sweep_lines(group, metrics, split, dataset):
+    for metric, setting, fig in _sweep_lines(group, metrics, split, dataset, published):
         written += save_figure_formats(
             fig, figures_dir / f"{stem}_{slug(metric)}_vs_{slug(short_param(setting))}_{split}")
     for model, rows in group.groupby("model"):
@@ -102,10 +142,11 @@ def _numeric(column: Any) -> bool:
         lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all()
 
 
-def _sweep_lines(group: Any, metrics: Sequence[str], split: str,
-                 dataset: str) -> list[tuple[str, str, Any]]:
+def _sweep_lines(group: Any, metrics: Sequence[str], split: str, dataset: str,
+                 published: Sequence[PublishedPoint] = ()) -> list[tuple[str, str, Any]]:
     """(metric, setting, figure) per shown metric, when every model that was swept varies the
-    same one numeric setting (and nothing else); none otherwise."""
+    same one numeric setting (and nothing else); none otherwise. A published point of a swept
+    model at that setting is a star in its line's colour."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -135,8 +176,15 @@ def _sweep_lines(group: Any, metrics: Sequence[str], split: str,
             seeds = rows.groupby(setting)["seed"].nunique()
             low, high = int(seeds.min()), int(seeds.max())
             counted = f"{low}" if low == high else f"{low}–{high}"
-            ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3,
-                        label=f"{model} ({counted} seed{'s' if high != 1 else ''})")
+            line = ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3,
+                               label=f"{model} ({counted} seed{'s' if high != 1 else ''})")
+            for point in published:
+                if (point.model == model and point.setting == short_param(setting)
+                        and metric in point.values):
+                    ax.plot([point.at], [point.values[metric]], marker="*", markersize=13,
+                            linestyle="none", color=line.lines[0].get_color(),
+                            label=f"{model}: published")
+                    xs_all.append(point.at)
         if min(xs_all) > 0 and max(xs_all) / min(xs_all) >= 10:
             ax.set_xscale("log")
         ax.set_xlabel(short_param(setting))

@@ -201,3 +201,48 @@ def test_a_sweep_over_one_setting_is_one_line_per_loss(tmp_path):
         "model": {"name": "mf", "seed": 3, "loss": {"name": "ccl"}, "dim": 8,
                   "sampling": {"n_negatives": 10}}}})
     assert _sweep_lines(read_runs([tmp_path]).complete, ["recall@20"], "test", "toy") == []
+
+
+def test_a_published_point_is_a_star_on_its_losss_line(tmp_path):
+    """`--published` marks the value at its setting in the colour of the model's line, on the
+    figures of the metrics it gives; a point of another setting or model is not drawn, and the
+    report says so."""
+    import pytest
+
+    from linrec.errors import ConfigError
+    from linrec.report import build_report
+    from linrec.report.figures import PublishedPoint, _sweep_lines, parse_published
+    from linrec.report.runs import read_runs
+    from tests.report.records import write_record
+
+    for loss, negatives, recall in [("ccl", 10, 0.1), ("ccl", 100, 0.2), ("mse", 10, 0.05),
+                                    ("mse", 100, 0.08)]:
+        write_record(tmp_path / "runs" / f"{loss}_{negatives}",
+                     _sweep_record(loss, negatives, 0, recall))
+    points = [parse_published("mf/ccl sampling.n_negatives=800 recall@20=0.1817"),
+              parse_published("mf/mse model.sampling.n_negatives=50 ndcg@20=0.06"),
+              parse_published("mf/ccl dim=64 recall@20=0.3")]
+    assert points[0] == PublishedPoint("mf/ccl", "sampling.n_negatives", 800.0,
+                                       {"recall@20": 0.1817})
+    group = read_runs([tmp_path / "runs"]).complete
+    figures = {m: f for m, _, f in _sweep_lines(group, ["recall@20", "ndcg@20"], "test", "toy",
+                                                points)}
+    for metric, model, x, y in [("recall@20", "mf/ccl", 800, 0.1817),
+                                ("ndcg@20", "mf/mse", 50, 0.06)]:
+        ax = figures[metric].axes[0]
+        (star,) = [line for line in ax.lines if line.get_label().endswith("published")]
+        assert star.get_label() == f"{model}: published" and star.get_marker() == "*"
+        np.testing.assert_allclose(np.asarray(star.get_data(), float).ravel(), [x, y])
+        (errorbar,) = [c for c in ax.containers if c.get_label().startswith(model)]
+        assert star.get_color() == errorbar.lines[0].get_color()
+        assert ax.get_xlim()[0] <= x <= ax.get_xlim()[1]
+    report = build_report([tmp_path / "runs"], out=tmp_path / "report", bootstrap=0,
+                          published=["mf/ccl dim=64 recall@20=0.3"])
+    assert "no run of mf/ccl has the setting dim; the point is not drawn" in report.markdown
+    for bad, match in [("mf/ccl recall@20=0.2", "one setting and at least one metric"),
+                       ("mf/ccl temperature=0.4", "one setting and at least one metric"),
+                       ("mf/ccl temperature=warm recall@20=0.2", "temperature=warm is not a"),
+                       ("mf/ccl temperature", "is not a setting=value pair"),
+                       ("", "no model")]:
+        with pytest.raises(ConfigError, match=match):
+            parse_published(bad)
