@@ -17,8 +17,9 @@ from linrec.report.compare import (
     best_configurations,
     best_per_metric,
     configuration_result,
-    parse_baseline,
+    parse_model_settings,
 )
+from linrec.report.figures import PublishedPoint, parse_published
 from linrec.report.render import Num, Section, Table, csv_text, html_page, latex, markdown
 from linrec.report.runs import Runs, metric_columns, read_runs, varying_params
 from linrec.report.studies import SPLIT_NOTE, read_studies
@@ -173,7 +174,8 @@ class _DatasetPart:
 
 def _dataset_part(evaluated: Any, dataset: str, dirs: Sequence[Path], split: str,
                   chosen: list[str], baseline: str, alpha: float, bootstrap: int,
-                  figures_dir: Path | None, published: Sequence[Any] = ()) -> _DatasetPart:
+                  figures_dir: Path | None,
+                  published: Sequence[PublishedPoint] = ()) -> _DatasetPart:
     """The comparison (best configuration per model, significance against the baseline), the
     every-run table and the figures of the runs of one dataset that evaluated `split`."""
     from linrec.report.figures import report_figures
@@ -183,7 +185,7 @@ def _dataset_part(evaluated: Any, dataset: str, dirs: Sequence[Path], split: str
     shown = [m for m in chosen if evaluated[m].notna().any()] or chosen
     every_run = runs_table(evaluated, split, shown, params, dataset, dirs)
     results = best_configurations(evaluated, shown)
-    model, settings = parse_baseline(baseline)
+    model, settings = parse_model_settings(baseline)
     if settings:  # one configuration of a model: compared as an entry of its own
         chosen_base = configuration_result(evaluated, model, settings, shown)
         if chosen_base is not None:
@@ -226,7 +228,6 @@ def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Pat
     column. `bootstrap`: resamples of the differences' intervals (0: no intervals).
     `published`: values to mark on the sweep figures ('MODEL SETTING=X METRIC@K=Y ...')."""
     from linrec.atomic import write_text_atomic
-    from linrec.report.figures import parse_published
 
     if split not in ("test", "valid"):
         raise ConfigError(f"--split={split!r} is not allowed; allowed: test, valid")

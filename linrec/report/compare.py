@@ -125,11 +125,11 @@ def best_configurations(frame: Any, metrics: Sequence[str]) -> list[ModelResult]
     return out
 
 
-def parse_baseline(text: str, option: str = "--baseline",
+def parse_model_settings(text: str, option: str = "--baseline",
                    example: str = "'ease lam=100'") -> tuple[str, dict[str, str]]:
-    """`--baseline` as (model, settings): a model (`ease`, `mf/ccl`), optionally followed by
-    settings of one of its configurations (`ease lam=100`, `mf/ccl sampling.n_negatives=800`).
-    `option` and `example` name the option in the error of another option of this form."""
+    """A model and settings as `--baseline` and `--published` write them: (model, settings), a
+    model (`ease`, `mf/ccl`) optionally followed by setting=value pairs (`ease lam=100`,
+    `mf/ccl sampling.n_negatives=800`); `option` and `example` go into the error message."""
     model, *settings = text.split() or [""]
     if not model:
         raise ConfigError(f"{option} {text!r}: no model; e.g. {option} {example}")

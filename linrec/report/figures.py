@@ -56,9 +56,9 @@ class PublishedPoint:
 def parse_published(text: str) -> PublishedPoint:
     """`--published 'MODEL SETTING=X METRIC@K=Y ...'` as a PublishedPoint: one numeric setting
     (`temperature`, `sampling.n_negatives`, `loss.negative_weight`) and at least one metric."""
-    from linrec.report.compare import parse_baseline
+    from linrec.report.compare import parse_model_settings
 
-    model, pairs = parse_baseline(text, "--published", PUBLISHED_EXAMPLE)
+    model, pairs = parse_model_settings(text, "--published", PUBLISHED_EXAMPLE)
     numbers = {}
     for key, value in pairs.items():
         try:

@@ -209,13 +209,13 @@ def test_a_baseline_can_be_one_configuration_of_a_model():
     import pandas as pd
 
     from linrec.errors import ConfigError
-    from linrec.report.compare import configuration_result, parse_baseline
+    from linrec.report.compare import configuration_result, parse_model_settings
 
-    assert parse_baseline("ease") == ("ease", {})
-    assert parse_baseline("mf/ccl model.sampling.n_negatives=800 dim=64") == (
+    assert parse_model_settings("ease") == ("ease", {})
+    assert parse_model_settings("mf/ccl model.sampling.n_negatives=800 dim=64") == (
         "mf/ccl", {"sampling.n_negatives": "800", "dim": "64"})
     with pytest.raises(ConfigError, match="'lam' is not a setting=value pair"):
-        parse_baseline("ease lam")
+        parse_model_settings("ease lam")
     frame = pd.DataFrame({
         "model": ["ease"] * 4 + ["lrr"], "run": ["a", "b", "c", "d", "e"], "seed": [0, 1, 0, 1, 0],
         "config_key": ["x", "x", "y", "y", "z"], "param.lam": [10.0, 10.0, 100.0, 100.0, 100.0],
