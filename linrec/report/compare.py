@@ -130,9 +130,9 @@ def parse_model_settings(text: str, option: str = "--baseline",
     """A model and settings as `--baseline` and `--published` write them: (model, settings), a
     model (`ease`, `mf/ccl`) optionally followed by setting=value pairs (`ease lam=100`,
     `mf/ccl sampling.n_negatives=800`); `option` and `example` go into the error message."""
-    model, *settings = text.split() or [""]
-    if not model:
+    if not text.split():
         raise ConfigError(f"{option} {text!r}: no model; e.g. {option} {example}")
+    model, *settings = text.split()
     pairs = {}
     for setting in settings:
         key, sep, value = setting.partition("=")

@@ -83,8 +83,9 @@ def _eval_config(config: Any, n_items: int) -> Any:
 def run(config: Any, run_dir: Path) -> None:
     study = config.study
     _check_user_sampling(config)
-    if study.runs:
-        tests, test_set, dataset = _saved_tests(config, study.runs)
+    saved = _saved_runs(study.runs) if study.runs else []
+    if saved:
+        tests, test_set, dataset = _saved_tests(config, saved)
     else:
         tests, test_set, dataset = _trained_tests(config, run_dir)
     tables = run_dir / "tables"
@@ -96,8 +97,8 @@ def run(config: Any, run_dir: Path) -> None:
                                "user_sampling": _user_sampling_table(
                                    tests, test_set, study, _user_sampling_estimator(config),
                                    config.seed, tables)}
-    if study.runs:
-        summary["saved_runs"] = {label: str(path) for label, path in _saved_runs(study.runs)}
+    if saved:
+        summary["saved_runs"] = {label: str(path) for label, path in saved}
     write_study_index(run_dir, config, dataset, summary)
     if not config.quiet:
         for path in [*sorted(tables.glob("are_*.md")), tables / "winners.md",
@@ -165,12 +166,12 @@ def _labelled_path(entry: str) -> tuple[str | None, Path]:
     return None, Path(entry)
 
 
-def _saved_tests(config: Any, paths: Sequence[str]
+def _saved_tests(config: Any, runs: Sequence[tuple[str, Path]]
                  ) -> tuple[dict[str, SplitReport], Any, dict[str, Any]]:
-    """The test split of every saved run, read from its ranks.npz (nothing is trained): the
-    sampled settings simulated from the global ranks, as a training study does; (label -> its
-    test SplitReport, the held-out items as an EvalSet, the dataset record)."""
-    runs = _saved_runs(paths)
+    """The test split of every saved run (`_saved_runs`: label, directory), read from its
+    ranks.npz (nothing is trained): the sampled settings simulated from the global ranks, as a
+    training study does; (label -> its test SplitReport, the held-out items as an EvalSet, the
+    dataset record)."""
     if config.eval.sampled.method != "simulate":
         raise ConfigError("study.runs: saved runs keep their global ranks, not their scores, so "
                           "the sampled ranks are simulated from them: "
