@@ -170,6 +170,7 @@ class _DatasetPart:
     effect_rows: list[str]
     markdown: str
     section: Section
+    published_drawn: list[bool]  # per point of `published`: whether a figure marks it
 
 
 def _dataset_part(evaluated: Any, dataset: str, dirs: Sequence[Path], split: str,
@@ -178,7 +179,7 @@ def _dataset_part(evaluated: Any, dataset: str, dirs: Sequence[Path], split: str
                   published: Sequence[PublishedPoint] = ()) -> _DatasetPart:
     """The comparison (best configuration per model, significance against the baseline), the
     every-run table and the figures of the runs of one dataset that evaluated `split`."""
-    from linrec.report.figures import report_figures
+    from linrec.report.figures import published_drawn, report_figures
 
     params = varying_params(evaluated, by_model=True)
     # the metrics these runs computed (another dataset's runs may have computed others)
@@ -205,11 +206,13 @@ def _dataset_part(evaluated: Any, dataset: str, dirs: Sequence[Path], split: str
                    for r in results for metric, e in r.effects.items()]
     figs = [] if figures_dir is None else \
         report_figures(evaluated, results, split, shown, figures_dir, dataset, published)
+    drawn = [figures_dir is not None and published_drawn(p, evaluated, shown)
+             for p in published]
     tables = [comparison] + ([effects] if effects else []) + [every_run]
     md = "\n".join(markdown(t) for t in tables) + "".join(
         f"\n![{p.stem}](figures/{p.name})\n" for p in figs if p.suffix == ".png")
     return _DatasetPart(comparison, effects, significance, effect_rows, md,
-                        Section(dataset, tables, figs))
+                        Section(dataset, tables, figs), drawn)
 
 
 def _has_setting(runs: Any, model: str, setting: str) -> bool:
@@ -252,6 +255,7 @@ def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Pat
     effect_rows = ["dataset,model,baseline,metric,difference,low,high,confidence,users"]
     sections: list[Section] = []
     files: list[Path] = []
+    drawn = [False] * len(points)
     groups = list(complete.groupby("data_key", sort=True)) if not complete.empty else []
     if len(groups) > 1:
         md_parts.append(f"The runs are on {len(groups)} different datasets or split protocols: "
@@ -273,10 +277,17 @@ def build_report(dirs: Sequence[str | Path], split: str = "test", out: str | Pat
         md_parts.append(part.markdown)
         sections.append(part.section)
         files += part.section.figures
-    for text, point in zip(published, points, strict=True):
+        drawn = [a or b for a, b in zip(drawn, part.published_drawn, strict=True)]
+    for text, point, marked in zip(published, points, drawn, strict=True):
         if not _has_setting(complete, point.model, point.setting):
             md_parts.append(f"`--published '{text}'`: no run of {point.model} has the setting "
                             f"{point.setting}; the point is not drawn.\n")
+        elif figures and not marked:
+            md_parts.append(
+                f"`--published '{text}'`: no figure shows {point.model}'s "
+                f"{'/'.join(point.values)} against {point.setting}, so the point is not drawn "
+                "(a metric-against-setting figure needs every swept model to vary that one "
+                "setting alone, and the metric among the shown ones).\n")
     problems = problems_table(runs)
     if problems is not None:
         md_parts.append(markdown(problems))

@@ -142,6 +142,37 @@ def _numeric(column: Any) -> bool:
         lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all()
 
 
+def _swept_setting(group: Any) -> tuple[str, list[str]] | None:
+    """(the column param.<setting>, the swept models) when every model that was swept varies
+    the same one numeric setting and nothing else; None otherwise."""
+    swept = {str(model): varying_params(rows) for model, rows in group.groupby("model")}
+    settings = {tuple(v) for v in swept.values() if v}
+    if len(settings) != 1 or len(next(iter(settings))) != 1:
+        return None
+    (setting,) = next(iter(settings))
+    models = [m for m, v in swept.items() if v]
+    return (setting, models) if _numeric(group[group["model"].isin(models)][setting]) else None
+
+
+def _shown(group: Any, metrics: Sequence[str]) -> list[str]:
+    """The metrics of `metrics` that some run of `group` computed."""
+    return [m for m in metrics if m in group and group[m].notna().any()]
+
+
+def _marks(point: PublishedPoint, model: str, setting: str, metric: str) -> bool:
+    """Whether `point` is a star on `model`'s line of `metric` against `setting` (param.*)."""
+    return point.model == model and point.setting == short_param(setting) and \
+        metric in point.values
+
+
+def published_drawn(point: PublishedPoint, group: Any, metrics: Sequence[str]) -> bool:
+    """Whether the metric-against-setting figures of `group` (tidy rows of one dataset) with
+    `metrics` shown draw `point`."""
+    swept = _swept_setting(group)
+    return swept is not None and any(_marks(point, model, swept[0], metric)
+                                     for model in swept[1] for metric in _shown(group, metrics))
+
+
 def _sweep_lines(group: Any, metrics: Sequence[str], split: str, dataset: str,
                  published: Sequence[PublishedPoint] = ()) -> list[tuple[str, str, Any]]:
     """(metric, setting, figure) per shown metric, when every model that was swept varies the
@@ -150,16 +181,12 @@ def _sweep_lines(group: Any, metrics: Sequence[str], split: str, dataset: str,
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    swept = {str(model): varying_params(rows) for model, rows in group.groupby("model")}
-    settings = {tuple(v) for v in swept.values() if v}
-    if len(settings) != 1 or len(next(iter(settings))) != 1:
+    swept = _swept_setting(group)
+    if swept is None:
         return []
-    (setting,) = next(iter(settings))
-    models = [m for m, v in swept.items() if v]
-    if not _numeric(group[group["model"].isin(models)][setting]):
-        return []
+    setting, models = swept
     out = []
-    for metric in (m for m in metrics if m in group and group[m].notna().any()):
+    for metric in _shown(group, metrics):
         fig = Figure(figsize=(6.4, 4.0))
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
@@ -179,8 +206,7 @@ def _sweep_lines(group: Any, metrics: Sequence[str], split: str, dataset: str,
             line = ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3,
                                label=f"{model} ({counted} seed{'s' if high != 1 else ''})")
             for point in published:
-                if (point.model == model and point.setting == short_param(setting)
-                        and metric in point.values):
+                if _marks(point, model, setting, metric):
                     ax.plot([point.at], [point.values[metric]], marker="*", markersize=13,
                             linestyle="none", color=line.lines[0].get_color(),
                             label=f"{model}: published")

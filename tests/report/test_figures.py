@@ -239,6 +239,22 @@ def test_a_published_point_is_a_star_on_its_losss_line(tmp_path):
     report = build_report([tmp_path / "runs"], out=tmp_path / "report", bootstrap=0,
                           published=["mf/ccl dim=64 recall@20=0.3"])
     assert "no run of mf/ccl has the setting dim; the point is not drawn" in report.markdown
+    drawn = "mf/ccl sampling.n_negatives=800 recall@20=0.1817"
+    unshown = "mf/ccl sampling.n_negatives=800 precision@5=0.05"
+    report = build_report([tmp_path / "runs"], out=tmp_path / "report", bootstrap=0,
+                          published=[drawn, unshown])
+    assert f"`--published '{drawn}'`" not in report.markdown
+    assert f"`--published '{unshown}'`: no figure shows mf/ccl's precision@5 against " \
+        "sampling.n_negatives, so the point is not drawn" in report.markdown
+    # CCL swept over a second setting: no line figure, and the report says the star is missing
+    write_record(tmp_path / "runs" / "ccl_dim", {**_sweep_record("ccl", 10, 0, 0.1), "config": {
+        "seed": 0, "data": {"source": {"name": "toy"}},
+        "model": {"name": "mf", "seed": 0, "loss": {"name": "ccl"}, "dim": 8,
+                  "sampling": {"n_negatives": 10}}}})
+    report = build_report([tmp_path / "runs"], out=tmp_path / "report", bootstrap=0,
+                          published=[drawn])
+    assert f"`--published '{drawn}'`: no figure shows mf/ccl's recall@20 against " \
+        "sampling.n_negatives" in report.markdown
     for bad, match in [("mf/ccl recall@20=0.2", "one setting and at least one metric"),
                        ("mf/ccl temperature=0.4", "one setting and at least one metric"),
                        ("mf/ccl temperature=warm recall@20=0.2", "temperature=warm is not a"),
