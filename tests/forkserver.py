@@ -8,7 +8,8 @@ env)` forks a child that takes `env` as its environment, `cwd` as its directory 
 (threads' exit hooks and atexit handlers run, buffers are flushed; only the teardown of the
 modules is skipped); the caller gets the exit status and the child's stdout and stderr.
 Nothing is computed before the fork but Hydra's ConfigStore (`register_configs`, which a
-command's own call then finds done), so no thread pool (OpenMP, numba) exists yet to be lost in
+command's own call then finds done), the module-to-distribution map of linrec.results and numba's
+type registries, so no thread pool (OpenMP, numba) exists yet to be lost in
 the child; a module that reads the environment at import reads the server's, which is the
 caller's base environment.
 """
@@ -40,6 +41,12 @@ for name in sys.argv[2:]:
         # which distribution provides each module: every results.json names the libraries a run
         # imported, and building this map reads every installed distribution's file list
         importlib.import_module("linrec.results")._module_distributions()
+    if name == "numba.np.npyimpl":
+        # numba's typing and target registries, loaded (cffi's parser among them) the first
+        # time a kernel is loaded from its cache: about 0.2 s a command otherwise; no threads
+        from numba.core.registry import cpu_target
+        cpu_target.typing_context.refresh()
+        cpu_target.target_context.refresh()
 requests, replies = sys.stdin, os.fdopen(int(sys.argv[1]), "w")
 
 
