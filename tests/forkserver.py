@@ -8,10 +8,10 @@ env)` forks a child that takes `env` as its environment, `cwd` as its directory 
 (threads' exit hooks and atexit handlers run, buffers are flushed; only the teardown of the
 modules is skipped); the caller gets the exit status and the child's stdout and stderr.
 Nothing is computed before the fork but Hydra's ConfigStore (`register_configs`, which a
-command's own call then finds done), the module-to-distribution map of linrec.results and numba's
-type registries, so no thread pool (OpenMP, numba) exists yet to be lost in
-the child; a module that reads the environment at import reads the server's, which is the
-caller's base environment.
+command's own call then finds done), the module-to-distribution map of linrec.results and
+numba's type registries, so no thread pool (OpenMP, numba) exists yet to be lost in the child;
+a module that reads the environment at import reads the server's, which is the caller's base
+environment.
 """
 
 from __future__ import annotations

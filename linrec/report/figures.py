@@ -165,12 +165,17 @@ def _marks(point: PublishedPoint, model: str, setting: str, metric: str) -> bool
         metric in point.values
 
 
-def published_drawn(point: PublishedPoint, group: Any, metrics: Sequence[str]) -> bool:
-    """Whether the metric-against-setting figures of `group` (tidy rows of one dataset) with
-    `metrics` shown draw `point`."""
+def published_drawn(points: Sequence[PublishedPoint], group: Any,
+                    metrics: Sequence[str]) -> list[bool]:
+    """Per point: whether the metric-against-setting figures of `group` (tidy rows of one
+    dataset) with `metrics` shown draw it."""
     swept = _swept_setting(group)
-    return swept is not None and any(_marks(point, model, swept[0], metric)
-                                     for model in swept[1] for metric in _shown(group, metrics))
+    if swept is None:
+        return [False] * len(points)
+    setting, models = swept
+    shown = _shown(group, metrics)
+    return [any(_marks(p, model, setting, metric) for model in models for metric in shown)
+            for p in points]
 
 
 def _sweep_lines(group: Any, metrics: Sequence[str], split: str, dataset: str,
