@@ -170,7 +170,7 @@ class _DatasetPart:
     effect_rows: list[str]
     markdown: str
     section: Section
-    published_drawn: list[bool]  # per point of `published`: whether a figure marks it
+    published_drawn: list[bool]  # per point of `published`: whether a sweep figure marks it
 
 
 def _dataset_part(evaluated: Any, dataset: str, dirs: Sequence[Path], split: str,
@@ -206,8 +206,7 @@ def _dataset_part(evaluated: Any, dataset: str, dirs: Sequence[Path], split: str
                    for r in results for metric, e in r.effects.items()]
     figs = [] if figures_dir is None else \
         report_figures(evaluated, results, split, shown, figures_dir, dataset, published)
-    drawn = [False] * len(published) if figures_dir is None else \
-        published_drawn(published, evaluated, shown)
+    drawn = published_drawn(published, evaluated, shown)
     tables = [comparison] + ([effects] if effects else []) + [every_run]
     md = "\n".join(markdown(t) for t in tables) + "".join(
         f"\n![{p.stem}](figures/{p.name})\n" for p in figs if p.suffix == ".png")
