@@ -119,11 +119,13 @@ def composition_error(exc: BaseException, overrides: list[str],
 @dataclass
 class Prechecked:
     """What `precheck` found: the first error as a linrec message (None when every job composes
-    and checks); whether it composed the command's config, and if so its `hydra.mode`."""
+    and checks); when every job composed and checked, the first job's config as Hydra's run
+    composes it (`hydra` node included), with the config name and overrides it came from."""
 
     problem: str | None = None
-    composed: bool = False
-    mode: Any = None
+    config: Any = None
+    config_name: str = "config"
+    overrides: list[str] | None = None
 
 
 def precheck(argv: Sequence[str]) -> Prechecked:
@@ -131,7 +133,7 @@ def precheck(argv: Sequence[str]) -> Prechecked:
     RunConfig (every range and choice checked), before Hydra makes any directory."""
     from hydra import compose, initialize_config_dir
     from hydra._internal.utils import get_args_parser
-    from omegaconf import OmegaConf, open_dict
+    from omegaconf import OmegaConf
 
     try:
         args = get_args_parser().parse_args(list(argv))
@@ -145,7 +147,7 @@ def precheck(argv: Sequence[str]) -> Prechecked:
         return Prechecked()
     from linrec.hydra_compat import version_base
 
-    mode = None
+    first = None
     with initialize_config_dir(config_dir=config_dir(), job_name="linrec", **version_base()):
         def compose_job(overrides: list[str], with_hydra: bool = False) -> Any:
             return compose(config_name=args.config_name or "config", overrides=overrides,
@@ -156,14 +158,13 @@ def precheck(argv: Sequence[str]) -> Prechecked:
                 cfg = compose_job(overrides, with_hydra=index == 0)
             except Exception as exc:  # noqa: BLE001 - every composition error is reported
                 return Prechecked(composition_error(exc, overrides, compose_job))
-            if index == 0:  # the question Hydra.get_mode would compose the config again for
-                mode = OmegaConf.select(cfg, "hydra.mode")
-                with open_dict(cfg):
-                    del cfg["hydra"]
+            if index == 0:  # Hydra's run takes it as it is (hydra_compat.precomposed)
+                first = cfg
+                cfg = OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])
             problem = _run_config_error(cfg)
             if problem:
                 return Prechecked(problem)
-    return Prechecked(composed=True, mode=mode)
+    return Prechecked(config=first, config_name=args.config_name or "config", overrides=jobs[0])
 
 
 def _run_config_error(cfg: object) -> str | None:
@@ -331,7 +332,7 @@ def main() -> None:
     import hydra
 
     from linrec.config import register_configs
-    from linrec.hydra_compat import mode_composed, version_base
+    from linrec.hydra_compat import precomposed, version_base
     from linrec.sweeps import register_resolvers, sweep_overrides
 
     if sys.argv[1:] == ["--version"]:  # linrec's, not Hydra's own --version
@@ -357,7 +358,8 @@ def main() -> None:
             sys.argv.append(BASIC_SWEEPER)
         sys.argv += sweep_overrides([a for a in sys.argv[1:] if not a.startswith("-")])
     try:
-        with mode_composed(checked.mode) if checked.composed else contextlib.nullcontext():
+        with precomposed(checked.config_name, checked.overrides, checked.config) \
+                if checked.config is not None else contextlib.nullcontext():
             hydra.main(config_path=config_dir(), config_name="config", **version_base())(_task)()
     except SystemExit as stop:  # a signal, or Hydra stopped on an error: list the sweep first
         _exit_listing_failures(stop.code)

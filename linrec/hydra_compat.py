@@ -38,22 +38,45 @@ def register_resolver(name: str, resolver: Callable[..., Any]) -> None:
         OmegaConf.register_resolver(name, resolver, replace=True)
 
 
+#: the override Hydra's `_run_app` adds to run a config whose `hydra.mode` is unset
+RUN_MODE = "hydra.mode=RUN"
+
+
 @contextlib.contextmanager
-def mode_composed(mode: Any) -> Iterator[None]:
-    """Inside: Hydra's `get_mode` answers `mode` without composing.
+def precomposed(config_name: str, overrides: list[str], cfg: Any) -> Iterator[None]:
+    """Inside: Hydra takes `cfg`, composed before from `config_name` and `overrides` with its
+    `hydra` node (in run mode, as the compose API does), instead of composing it again.
 
-    Hydra 1.3 composes the whole config once only to read `hydra.mode` (`Hydra.get_mode`), then
-    again to run it. The `linrec` command has composed the same config before (its precheck) and
-    read the mode there, so this third composition of every command (~0.3 s) is skipped. A
-    Hydra without `get_mode` is left as it is."""
+    Hydra 1.3 composes the whole config once only to read `hydra.mode` (`Hydra.get_mode`), and
+    again to run it. The `linrec` command has composed the same config before (its precheck):
+    `get_mode` answers `cfg.hydra.mode`, and the run's own composition of the same name and
+    overrides (~0.2 s each) returns `cfg` (once; any other composition, a sweep's jobs among
+    them, is Hydra's own)."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra._internal.hydra import Hydra
+    from hydra.types import RunMode
 
-    original = getattr(Hydra, "get_mode", None)
-    if original is None:
-        yield
-        return
-    Hydra.get_mode = lambda self, config_name, overrides: mode
+    original_mode = getattr(Hydra, "get_mode", None)
+    original_load = ConfigLoaderImpl.load_configuration
+    pending, composed_from = [cfg], (config_name, list(overrides))
+
+    def load_configuration(self, config_name, overrides, run_mode, *args, **kwargs):
+        if pending and run_mode == RunMode.RUN and config_name == composed_from[0]:
+            if list(overrides) == composed_from[1]:
+                return pending.pop()
+            if list(overrides) == [*composed_from[1], RUN_MODE] and cfg.hydra.mode is None:
+                # Hydra adds this override to run a config that sets no mode: its effect
+                cfg.hydra.mode = RunMode.RUN
+                cfg.hydra.overrides.hydra.append(RUN_MODE)
+                return pending.pop()
+        return original_load(self, config_name, overrides, run_mode, *args, **kwargs)
+
+    if original_mode is not None:
+        Hydra.get_mode = lambda self, config_name, overrides: cfg.hydra.mode
+    ConfigLoaderImpl.load_configuration = load_configuration
     try:
         yield
     finally:
-        Hydra.get_mode = original
+        if original_mode is not None:
+            Hydra.get_mode = original_mode
+        ConfigLoaderImpl.load_configuration = original_load

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -377,15 +378,47 @@ atexit.register(lambda: print("compositions:", *_modes, file=sys.stderr))
 """
 
 
-def test_a_run_composes_its_config_twice_and_a_config_may_still_set_the_mode(tmp_path):
-    """The precheck's composition and the run's: Hydra's own composition to read
-    `hydra.mode` is answered from the precheck's. A `hydra.mode=MULTIRUN` set without -m still
-    makes a sweep, as Hydra does."""
+def test_a_run_composes_its_config_once_and_a_config_may_still_set_the_mode(tmp_path):
+    """The precheck's composition only: Hydra's own, to read `hydra.mode` and to run, are
+    answered from the precheck's. A `hydra.mode=MULTIRUN` set without -m still makes a sweep,
+    as Hydra does."""
     done = run_command(tmp_path, *SMALL, "eval.sampled.enabled=false", "hydra.run.dir=run",
                        prelude=_COUNT_COMPOSITIONS)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines()[-1] == "compositions: RunMode.RUN RunMode.RUN"
+    assert done.stderr.splitlines()[-1] == "compositions: RunMode.RUN"
     swept = run_command(tmp_path, *SMALL, "eval.sampled.enabled=false", "hydra.mode=MULTIRUN",
                         "model.lam=1,10", "hydra.sweep.dir=sweep")
     assert swept.returncode == 0, swept.stderr
     assert len(list((tmp_path / "sweep").glob("*/results.json"))) == 2
+
+
+#: the `linrec` command with Hydra composing the run's config itself, as it does alone
+_HYDRA_COMPOSES = """\
+import contextlib, linrec.hydra_compat
+linrec.hydra_compat.precomposed = lambda *args: contextlib.nullcontext()
+"""
+
+
+@pytest.mark.parametrize("overrides", [[], ["hydra.mode=RUN", "hydra.job.chdir=true"]],
+                         ids=["mode unset", "mode set"])
+def test_the_run_of_the_precheck_composition_is_the_run_hydra_composes(tmp_path, overrides):
+    """Hydra's record of the run (.hydra/*.yaml), its log and its results are those of the
+    run whose config Hydra composed itself: the override Hydra adds when no mode is set
+    included."""
+    args = [*SMALL, "eval.sampled.enabled=false", "seed=3", *overrides, "hydra.run.dir=run"]
+    runs = {}
+    for name, prelude in (("reused", ""), ("hydra", _HYDRA_COMPOSES)):
+        done = run_command(tmp_path / name, *args, prelude=prelude)
+        assert done.returncode == 0, done.stderr
+        run = tmp_path / name / "run"
+        record = json.loads((run / "results.json").read_text())
+        runs[name] = {
+            **{f: (run / ".hydra" / f).read_text().replace(str(tmp_path / name), "ROOT")
+               for f in ("config.yaml", "hydra.yaml", "overrides.yaml")},
+            "log": [re.sub(r"[\d.]+ ?s\b", "(time)", line.split("]", 1)[1])
+                    .replace(str(tmp_path / name), "ROOT")
+                    for line in (run / "linrec.log").read_text().splitlines()],
+            "exact": {k: v["exact"] for k, v in record["splits"].items()},
+            "config": record["config"]}
+    assert runs["reused"] == runs["hydra"]
+    assert "- hydra.mode=RUN" in runs["reused"]["hydra.yaml"]
