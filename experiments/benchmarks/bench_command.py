@@ -74,5 +74,6 @@ def main() -> None:
     for name, value in median.items():
         print(f"{name:<44} {value:>12.3f} {value / reference:>7.2f}")
 
+
 if __name__ == "__main__":
     main()
