@@ -120,11 +120,11 @@ def composition_error(exc: BaseException, overrides: list[str],
 class Prechecked:
     """What `precheck` found: the first error as a linrec message (None when every job composes
     and checks); when every job composed and checked, the first job's config as Hydra's run
-    composes it (`hydra` node included), with the config name and overrides it came from."""
+    composes it (`hydra` node included, which names its config) and the overrides it came
+    from."""
 
     problem: str | None = None
     config: Any = None
-    config_name: str = "config"
     overrides: list[str] | None = None
 
 
@@ -164,7 +164,7 @@ def precheck(argv: Sequence[str]) -> Prechecked:
             problem = _run_config_error(cfg)
             if problem:
                 return Prechecked(problem)
-    return Prechecked(config=first, config_name=args.config_name or "config", overrides=jobs[0])
+    return Prechecked(config=first, overrides=jobs[0])
 
 
 def _run_config_error(cfg: object) -> str | None:
@@ -358,7 +358,7 @@ def main() -> None:
             sys.argv.append(BASIC_SWEEPER)
         sys.argv += sweep_overrides([a for a in sys.argv[1:] if not a.startswith("-")])
     try:
-        with precomposed(checked.config_name, checked.overrides, checked.config) \
+        with precomposed(checked.config, checked.overrides) \
                 if checked.config is not None else contextlib.nullcontext():
             hydra.main(config_path=config_dir(), config_name="config", **version_base())(_task)()
     except SystemExit as stop:  # a signal, or Hydra stopped on an error: list the sweep first

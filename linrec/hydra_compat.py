@@ -43,13 +43,14 @@ RUN_MODE = "hydra.mode=RUN"
 
 
 @contextlib.contextmanager
-def precomposed(config_name: str, overrides: list[str], cfg: Any) -> Iterator[None]:
-    """Inside: Hydra takes `cfg`, composed before from `config_name` and `overrides` with its
-    `hydra` node (in run mode, as the compose API does), instead of composing it again.
+def precomposed(cfg: Any, overrides: list[str]) -> Iterator[None]:
+    """Inside: Hydra takes `cfg`, composed before from its config (`hydra.job.config_name`) and
+    `overrides` with its `hydra` node (in run mode, as the compose API does), instead of
+    composing it again.
 
     Hydra 1.3 composes the whole config once only to read `hydra.mode` (`Hydra.get_mode`), and
     again to run it. The `linrec` command has composed the same config before (its precheck):
-    `get_mode` answers `cfg.hydra.mode`, and the run's own composition of the same name and
+    `get_mode` answers `cfg.hydra.mode`, and the run's own composition of the same config and
     overrides returns `cfg` (once; any other composition, a sweep's jobs among them, is Hydra's
     own). Each composition skipped saves ~0.08 s of a command (experiments/benchmarks/
     bench_command.py)."""
@@ -59,7 +60,7 @@ def precomposed(config_name: str, overrides: list[str], cfg: Any) -> Iterator[No
 
     original_mode = getattr(Hydra, "get_mode", None)
     original_load = ConfigLoaderImpl.load_configuration
-    pending, composed_from = [cfg], (config_name, list(overrides))
+    pending, composed_from = [cfg], (cfg.hydra.job.config_name, list(overrides))
 
     def load_configuration(self, config_name, overrides, run_mode, *args, **kwargs):
         if pending and run_mode == RunMode.RUN and config_name == composed_from[0]:

@@ -26,9 +26,9 @@ ARGS = ["data.source.n_users=400", "data.source.n_items=150", "eval.sampled.enab
         "quiet=true"]
 
 
-def _mode_only(config_name, overrides, cfg):
+def _mode_only(cfg, overrides):
     """`precomposed` answering `hydra.mode` only: no run's overrides match."""
-    return precomposed(config_name, ["(none)"], cfg)
+    return precomposed(cfg, ["(none)"])
 
 
 #: variant -> what stands for `hydra_compat.precomposed` (None: itself)
