@@ -221,6 +221,7 @@ def _task(cfg) -> float | None:
     from linrec import interrupts, sweeps, tracking
     from linrec.experiment import run
     from linrec.params import check_bool
+    from linrec.plugins import load_plugins
     from linrec.results import RESULTS_FILE, mark_failed, read_results
 
     hydra_cfg = HydraConfig.get()
@@ -228,6 +229,8 @@ def _task(cfg) -> float | None:
     sweeping = hydra_cfg.mode == RunMode.MULTIRUN
     try:
         plain = OmegaConf.to_container(cfg, resolve=True)
+        # a joblib worker or a SLURM job loads the plugins of the command that started it
+        load_plugins(plain.get("plugins") or ())
         resume = check_bool(plain.pop("resume", True), "resume")
         if not resume and isinstance(plain.get("model"), dict) and "resume" in plain["model"]:
             plain["model"]["resume"] = False  # one switch: the model starts over too
@@ -333,6 +336,7 @@ def main() -> None:
 
     from linrec.config import register_configs
     from linrec.hydra_compat import precomposed, version_base
+    from linrec.plugins import plugins_in_overrides
     from linrec.sweeps import register_resolvers, sweep_overrides
 
     if sys.argv[1:] == ["--version"]:  # linrec's, not Hydra's own --version
@@ -342,6 +346,7 @@ def main() -> None:
         return
     # `resume` is in the config: `+resume=...`, its spelling before that, sets it all the same
     sys.argv = [a.removeprefix("+") if a.startswith("+resume=") else a for a in sys.argv]
+    _load_plugins_or_exit("linrec", plugins_in_overrides(sys.argv[1:]))
     register_configs()
     register_resolvers()  # the sweep directories' names in conf/config.yaml
     problem = missing_extra(sys.argv[1:])
@@ -365,6 +370,18 @@ def main() -> None:
         _exit_listing_failures(stop.code)
         raise
     _exit_listing_failures(0)
+
+
+def _load_plugins_or_exit(command: str, specs: Sequence[str] = ()) -> None:
+    """Load the plugins (linrec.plugins: entry points, $LINREC_PLUGINS, `specs`) before a
+    command reads a config; one line and exit 2 when one fails."""
+    from linrec.plugins import PluginError, load_plugins
+
+    try:
+        load_plugins(specs)
+    except PluginError as exc:
+        print(f"{command}: error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 def _exit_listing_failures(code: int | str | None) -> None:
@@ -392,6 +409,7 @@ def report_main(argv: list[str] | None = None) -> int:
     """`linrec-report DIR...`: see linrec/report/__init__.py and README.md."""
     from linrec.report import main as report
 
+    _load_plugins_or_exit("linrec-report")
     try:
         return report(argv)
     except LinrecError as exc:
@@ -411,6 +429,7 @@ def recommend_main(argv: list[str] | None = None) -> int:
     """`linrec-recommend RUN_DIR`: see linrec/recommend.py and README.md."""
     from linrec.recommend import main as recommend
 
+    _load_plugins_or_exit("linrec-recommend")
     try:
         return recommend(argv)
     except LinrecError as exc:

@@ -4,7 +4,11 @@ ConfigStore, so that `conf/*.yaml` only select and preset them.
 Registered nodes: `schema/run` (the primary config's schema), `schema/model/<name>` per model,
 `schema/loss/<name>` per loss, `schema/data/split/<kind>` per split protocol (conf/model/*.yaml,
 conf/loss/*.yaml and conf/data/split/*.yaml preset them), `data/source/<name>` per source and
-`study/<name>` per study (selected by the data and experiment presets). An override that names a
+`study/<name>` per study (selected by the data and experiment presets). A model, loss or split
+protocol registered outside linrec (a plugin) is also stored as the option of its group
+(`model/<name>`, `loss/<name>`, `data/split/<kind>`), so that it needs no YAML file; linrec's
+own have theirs in conf/ (Hydra would match a YAML file and a ConfigStore option of the same
+name, a deprecated behaviour, so a name has one or the other). An override that names a
 field a config does not have, or a value of the wrong type, fails at composition (a study's
 values are checked when the run starts). Every `seed` field of a model and `eval.sampled.seed`
 are registered as `${seed}`: the run seed reaches everything random but the data split, whose
@@ -24,7 +28,8 @@ from linrec.eval.configs import EvalConfig
 from linrec.models.configs import MODEL_CONFIGS
 from linrec.models.losses import LOSS_CONFIGS
 from linrec.params import Params, chosen_config, param
-from linrec.studies.configs import STUDY_CONFIGS
+from linrec.registry import BUILT_IN
+from linrec.study_configs import STUDY_CONFIGS
 from linrec.tracking import TrackingConfig
 
 RUN_SEED = "${seed}"
@@ -50,12 +55,16 @@ class RunConfig(Params):
     resume: bool = param(True, doc="continue what an earlier run of the same command left "
                                    "(complete sweep jobs, epoch checkpoints); false: start over")
     study: Any = param(None, doc="a study instead of one run (set by experiment= presets)")
-    loss: Any = param(None, doc="the loss of a trained model (loss=<name>; model=mf)")
+    loss: Any = param(None, doc="loss=<name> and loss.* on the command line: merged into "
+                                "model.loss when the config is built, null afterwards (the loss "
+                                "is stored once, in the model)")
+    plugins: tuple[str, ...] = param((), doc="plugins to load besides the installed ones (entry "
+                                             "points of linrec.plugins) and $LINREC_PLUGINS: "
+                                             "module names or .py paths (linrec.plugins)")
     tracking: Any = param(None, doc="log the run to a local MLflow store (+tracking=mlflow; "
                                     "the fields: TrackingConfig in linrec/tracking.py)")
 
     def check(self) -> None:
-        loss_given = False  # the model config was checked with loss= in place
         if isinstance(self.model, Mapping):
             from linrec.models.registry import model_config
 
@@ -65,7 +74,8 @@ class RunConfig(Params):
             if self.loss is not None and "loss" in values:
                 # before the model's own check, which reads its loss (model.similarity=dot
                 # is refused with the default cosine loss, allowed with loss=bpr)
-                values["loss"], loss_given = self.loss, True
+                values["loss"] = self.loss
+                self.loss = None
             self.model = model_config(values.pop("name"), **values)
         if self.study is None and self.model is None:
             raise ConfigError("model is missing: choose a model group, e.g. model=ease")
@@ -74,9 +84,8 @@ class RunConfig(Params):
                 name = None if self.model is None else self.model.name
                 raise ConfigError(f"loss= applies to a model trained with a loss (model=mf); "
                                   f"model {name!r} has none")
-            if not loss_given:
-                self.model = dataclasses.replace(self.model, loss=self.loss)
-            self.loss = self.model.loss
+            self.model = dataclasses.replace(self.model, loss=self.loss)
+            self.loss = None
         if self.study is not None:
             self.study = chosen_config(self.study, STUDY_CONFIGS, "study")
         if isinstance(self.tracking, Mapping):
@@ -129,11 +138,18 @@ def register_configs() -> None:
         presets = {"seed": RUN_SEED} if "seed" in cls.__dataclass_fields__ else {}
         if "loss" in cls.__dataclass_fields__:
             presets["loss"] = None  # untyped: loss=<name> chooses the class
-        store.store(group="schema/model", name=name, node=_schema(cls, **presets))
+        node = _schema(cls, **presets)
+        store.store(group="schema/model", name=name, node=node)
+        if MODEL_CONFIGS.origin(name) != BUILT_IN:  # model=<name> with no YAML file
+            store.store(group="model", name=name, node=node)
     for name, cls in LOSS_CONFIGS.items():
         store.store(group="schema/loss", name=name, node=_schema(cls))
+        if LOSS_CONFIGS.origin(name) != BUILT_IN:
+            store.store(group="loss", name=name, node=_schema(cls))
     for kind, cls in SPLIT_CONFIGS.items():
         store.store(group="schema/data/split", name=kind, node=_schema(cls))
+        if SPLIT_CONFIGS.origin(kind) != BUILT_IN:
+            store.store(group="data/split", name=kind, node=_schema(cls))
     for name, cls in SOURCE_CONFIGS.items():
         store.store(group="data/source", name=name, node=_schema(cls))
     for name, cls in STUDY_CONFIGS.items():

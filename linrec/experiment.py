@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from linrec.config import run_config
 from linrec.fitting import fit_and_evaluate, training_record
+from linrec.plugins import load_plugins
 from linrec.results import format_run_table, run_record, write_run
 
 log = logging.getLogger("linrec")
@@ -23,6 +24,8 @@ def run(cfg: Any, run_dir: str | Path, overrides: Sequence[str] = ()) -> float |
     no validation split)."""
     from linrec.data.pipeline import prepare_data
 
+    specs = cfg.get("plugins") if isinstance(cfg, Mapping) else getattr(cfg, "plugins", None)
+    load_plugins(specs or ())  # what the config names must be registered before it is read
     config = run_config(cfg)
     if config.study is not None:
         from linrec.studies import run_study

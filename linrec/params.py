@@ -19,7 +19,7 @@ import math
 import os
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -123,9 +123,12 @@ def check_seed(value: Any, where: str = "seed") -> int:
 
 def param(default: Any = dataclasses.MISSING, *, ge: float | None = None,
           gt: float | None = None, le: float | None = None, lt: float | None = None,
-          choices: Sequence[Any] | None = None, finite: bool = True, doc: str = "") -> Any:
-    """A config field with its allowed range (numbers) or values (choices). Lists and dicts are
-    copied per instance; tuples are stored as they are."""
+          choices: Sequence[Any] | Callable[[], Sequence[Any]] | None = None,
+          finite: bool = True, doc: str = "") -> Any:
+    """A config field with its allowed range (numbers) or values (choices: a sequence, or a
+    function that returns it when a value is checked, so that choices read from a registry
+    include what plugins registered since). Lists and dicts are copied per instance; tuples are
+    stored as they are."""
     metadata = {"ge": ge, "gt": gt, "le": le, "lt": lt, "choices": choices, "finite": finite,
                 "doc": doc}
     if isinstance(default, (list, dict)):
@@ -182,10 +185,17 @@ def _check_value(value: Any, annotation: Any, where: str, meta: Mapping[str, Any
             value = os.fspath(value)
         if not isinstance(value, str):
             raise ConfigError(f"{where}={value!r} is not a string; allowed: a string")
-    choices = meta.get("choices")
+    choices = field_choices(meta)
     if choices is not None:
         check_choice(value, where, choices)
     return value
+
+
+def field_choices(meta: Mapping[str, Any]) -> Sequence[Any] | None:
+    """The allowed values of a field (its metadata's `choices`, called when it is a function),
+    or None when any value of its type is allowed."""
+    choices = meta.get("choices")
+    return choices() if callable(choices) else choices
 
 
 @dataclasses.dataclass

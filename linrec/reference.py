@@ -5,6 +5,8 @@ is read from the dataclasses (`linrec.params.param` metadata), and every preset 
 from the first comment paragraph of its YAML file, so the reference cannot drift from the code.
 The documentation build writes `config_reference_markdown()` and the results.json schema into
 its reference pages (docs/conf.py); `undocumented_fields()` is what the tests hold at zero.
+`python -m linrec.reference` prints the configuration reference with the installed plugins (and
+those of $LINREC_PLUGINS) loaded, each entry a plugin registered saying so.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from linrec.params import Params, _bounds_text
+from linrec.params import Params, _bounds_text, field_choices
+from linrec.registry import Registry
 
 #: what a field of these names means wherever it appears (the selectors of a config class)
 _SELECTOR_DOCS = {
@@ -75,8 +78,9 @@ def _default_text(field: dataclasses.Field) -> str:
 
 
 def _allowed_text(metadata: Mapping[str, Any]) -> str:
-    if metadata.get("choices") is not None:
-        return ", ".join(str(c) for c in metadata["choices"])
+    choices = field_choices(metadata)
+    if choices is not None:
+        return ", ".join(str(c) for c in choices)
     return _bounds_text(**{k: metadata.get(k) for k in ("ge", "gt", "le", "lt")}).strip()
 
 
@@ -149,9 +153,14 @@ def preset_notes(group: str, conf_dir: Path | None = None) -> dict[str, str]:
 def _registry_sections(title: str, selector: str, configs: Mapping[str, type],
                        skip: tuple[str, ...] = (), notes: Mapping[str, str] | None = None,
                        prefix: str = "") -> list[str]:
+    from linrec.registry import BUILT_IN
+
     lines = [f"## {title}", ""]
     for name, cls in configs.items():
         lines += [f"### `{selector}={name}`", ""]
+        origin = configs.origin(name) if isinstance(configs, Registry) else BUILT_IN
+        if origin != BUILT_IN:
+            lines += [f"Registered by {origin}.", ""]
         summary = _summary(cls) or (notes or {}).get(name, "")
         if summary:
             lines += [summary, ""]
@@ -173,7 +182,7 @@ def config_reference_markdown() -> str:
     from linrec.eval.configs import EvalConfig
     from linrec.models.configs import MODEL_CONFIGS
     from linrec.models.losses import LOSS_CONFIGS
-    from linrec.studies.configs import STUDY_CONFIGS
+    from linrec.study_configs import STUDY_CONFIGS
     from linrec.tracking import TrackingConfig
 
     model_notes = preset_notes("model")
@@ -222,7 +231,7 @@ def undocumented_fields() -> list[str]:
     from linrec.data.configs import SOURCE_CONFIGS, SPLIT_CONFIGS
     from linrec.models.configs import MODEL_CONFIGS
     from linrec.models.losses import LOSS_CONFIGS
-    from linrec.studies.configs import STUDY_CONFIGS
+    from linrec.study_configs import STUDY_CONFIGS
     from linrec.tracking import TrackingConfig
 
     missing: list[str] = []
@@ -343,3 +352,20 @@ def command_help_markdown() -> str:
         else:
             os.environ["COLUMNS"] = previous
     return "\n".join(lines)
+
+
+def main() -> None:
+    """`python -m linrec.reference`: the configuration reference, plugins included."""
+    import sys
+
+    from linrec.plugins import PluginError, load_plugins
+
+    try:
+        load_plugins(sys.argv[1:])
+    except PluginError as exc:
+        sys.exit(f"linrec.reference: error: {exc}")
+    print(config_reference_markdown(), end="")
+
+
+if __name__ == "__main__":
+    main()

@@ -19,6 +19,7 @@ import numpy as np
 
 from linrec.atomic import atomic_open, write_text_atomic
 from linrec.errors import DataError
+from linrec.plugins import loaded_plugins
 
 RESULTS_FILE = "results.json"
 FAILED_FILE = "FAILED"
@@ -222,6 +223,8 @@ def environment_info() -> dict[str, Any]:
         pass
     if "torch" in sys.modules:  # torch's thread count only when the run used it
         info["torch_threads"] = sys.modules["torch"].get_num_threads()
+    if plugins := loaded_plugins():
+        info["plugins"] = [p.to_dict() for p in plugins]
     return info
 
 

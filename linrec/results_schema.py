@@ -144,6 +144,9 @@ _ENVIRONMENT = Key("environment", "object", "provenance of the process that ran"
         required=False),
     Key("torch_threads", "integer", "torch's thread count, when torch was used",
         required=False),
+    Key("plugins", "list", "the plugins the process loaded: `plugin` (its name in messages), "
+        "`spec` (the entry point, module or file that named it), `distribution` and `version` "
+        "(an entry point's package)", required=False),
 ))
 
 _TRAINING = Key("training", "object", "the training log of a model trained by epochs",

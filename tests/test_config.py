@@ -105,7 +105,7 @@ def test_every_data_group_passes_the_pipeline_checks(tmp_path, monkeypatch, data
 def test_every_experiment_composes_to_its_study_or_run_preset(name):
     """conf/experiment holds studies (named as their study config) and run presets (the MF
     presets with published hyper-parameters)."""
-    from linrec.studies.configs import STUDY_CONFIGS
+    from linrec.study_configs import STUDY_CONFIGS
 
     config = run_config(compose_config(f"experiment={name}"))
     if name in STUDY_CONFIGS:

@@ -14,9 +14,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "linrec"
 BASE = ("linrec.errors", "linrec.params", "linrec.atomic", "linrec.hardware", "linrec.cache",
         "linrec.item_order", "linrec.registry", "linrec.scoring", "linrec.interrupts",
-        "linrec.tracking")
+        "linrec.tracking", "linrec.plugins")
 #: the layers, top to bottom: a module imports modules of its own layer or of lower ones (the
-#: longest prefix names a module's layer: linrec.studies.configs is a config, not a study)
+#: longest prefix names a module's layer)
 LAYERS = (
     ("command line and reference", ("linrec.cli", "linrec.reference")),
     ("run", ("linrec.experiment",)),
@@ -24,7 +24,7 @@ LAYERS = (
     ("report", ("linrec.report", "linrec.recommend")),
     ("fitting and sweeps", ("linrec.fitting", "linrec.sweeps")),
     ("results and figures", ("linrec.results", "linrec.plots")),
-    ("configs", ("linrec.config", "linrec.studies.configs", "linrec.hydra_compat")),
+    ("configs", ("linrec.config", "linrec.study_configs", "linrec.hydra_compat")),
     ("data, evaluation, models", ("linrec.data", "linrec.eval", "linrec.models")),
     ("base", ("linrec", *BASE)),
 )

@@ -154,7 +154,7 @@ class TabularSource(SourceConfig):
 
 SOURCE_CONFIGS: Registry[type[SourceConfig]] = Registry.of_configs("data.source.name", (
     SyntheticSource, MovieLensSource, NetflixSource, MSDSource, LightGCNSource, NCFSource,
-    TabularSource))
+    TabularSource), kind="data source")
 
 
 # --- split protocols --------------------------------------------------------------------------
@@ -162,10 +162,12 @@ SOURCE_CONFIGS: Registry[type[SourceConfig]] = Registry.of_configs("data.source.
 
 @dataclass
 class SplitConfig(Params):
-    """Base of the split protocols: `kind` selects it; the other fields are the keyword
-    arguments of the protocol function (`linrec.data.splits`)."""
+    """Base of the split protocols: `kind` selects it; `protocol` names the function
+    ("module:function", e.g. in `linrec.data.splits`) that splits the data; the other fields
+    are its keyword arguments."""
 
     where = "data.split"
+    protocol: ClassVar[str] = ""
     kind: str = ""
 
     def check(self) -> None:
@@ -185,6 +187,7 @@ class HoldoutSplit(SplitConfig):
     of each user's items is held out for test, another for validation. order=temporal, its
     earlier name, still reads as latest."""
 
+    protocol = "linrec.data.splits:holdout"
     kind: str = "holdout"
     test_fraction: float = param(0.2, gt=0, lt=1,
                                  doc="share of each user's items held out for test")
@@ -209,6 +212,7 @@ class HoldoutSplit(SplitConfig):
 class LeaveOneOutSplit(SplitConfig):
     """Leave-one-out (weak generalization): one test item per user (and one validation item)."""
 
+    protocol = "linrec.data.splits:leave_one_out"
     kind: str = "loo"
     order: str = param("random", choices=("random", "latest"),
                        doc="random: held-out items drawn at random; latest: the latest event "
@@ -227,6 +231,7 @@ class StrongSplit(SplitConfig):
     """Strong generalization exactly as Liang et al. 2018 (Liang et al. 2018): held-out
     users, 80/20 fold-in/targets, item vocabulary of the training users only."""
 
+    protocol = "linrec.data.splits:strong_generalization"
     kind: str = "strong"
     n_valid_users: int = param(500, ge=0, doc="held-out validation users")
     n_test_users: int = param(500, ge=1, doc="held-out test users")
@@ -244,6 +249,7 @@ class PredefinedSplit(SplitConfig):
     """The published train/test files (lightgcn, ncf); valid_fraction > 0 takes a per-user
     validation holdout from the train rows."""
 
+    protocol = "linrec.data.splits:predefined"
     kind: str = "predefined"
     valid_fraction: float = param(0.0, ge=0, lt=1,
                                   doc="share of each user's training items held out for "
@@ -255,7 +261,8 @@ class PredefinedSplit(SplitConfig):
 
 
 SPLIT_CONFIGS: Registry[type[SplitConfig]] = Registry.of_configs(
-    "data.split.kind", (HoldoutSplit, LeaveOneOutSplit, StrongSplit, PredefinedSplit), key="kind")
+    "data.split.kind", (HoldoutSplit, LeaveOneOutSplit, StrongSplit, PredefinedSplit), key="kind",
+    kind="split protocol")
 
 
 # --- filters and the data block ---------------------------------------------------------------
@@ -296,7 +303,15 @@ class DataConfig(Params):
     SHORTCUTS: ClassVar[tuple[str, ...]] = ("path", "variant", "download")
 
     def check(self) -> None:
-        self.source = chosen_config(self.source, SOURCE_CONFIGS, "data.source", "name")
+        try:
+            self.source = chosen_config(self.source, SOURCE_CONFIGS, "data.source", "name")
+        except ConfigError as exc:
+            if "unknown field" not in str(exc):
+                raise
+            raise ConfigError(f"{exc}; to choose another source, use data/source=<name> or a "
+                              "data=<preset>, which replace the source's fields "
+                              "(data.source.name=<name> keeps the fields of the one before)"
+                              ) from exc
         self.split = chosen_config(self.split, SPLIT_CONFIGS, "data.split", "kind")
         self.resolved_source()  # a shortcut the source does not have fails now
 

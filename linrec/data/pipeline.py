@@ -15,7 +15,7 @@ import hashlib
 import json
 import logging
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,25 +28,12 @@ from linrec.cache import cache_home
 from linrec.data.configs import DataConfig, FiltersConfig, PredefinedSplit, SplitConfig
 from linrec.data.filters import apply_filters
 from linrec.data.interactions import Interactions, PredefinedSplitData
-from linrec.data.splits import (
-    EvalSet,
-    Split,
-    holdout,
-    leave_one_out,
-    predefined,
-    strong_generalization,
-)
+from linrec.data.splits import EvalSet, Split
 from linrec.errors import ConfigError
+from linrec.registry import load
 
 log = logging.getLogger(__name__)
 
-#: split.kind -> protocol function; its keyword arguments are the fields of the split config
-SPLIT_PROTOCOLS: dict[str, Callable[..., Split]] = {
-    "holdout": holdout,
-    "loo": leave_one_out,
-    "strong": strong_generalization,
-    "predefined": predefined,
-}
 #: bump when the cache layout or a protocol's output changes: old cache files are then ignored
 CACHE_VERSION = 2
 
@@ -159,7 +146,7 @@ def _build_split(
             "data.split.kind: predefined needs a source with published train/test files "
             f"(lightgcn, ncf); source {data.name!r} gave plain interactions"
         )
-    protocol = SPLIT_PROTOCOLS[split_config.kind]
+    protocol = load(split_config.protocol)
     if is_predefined:
         if filters != FiltersConfig():
             raise ConfigError(

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from linrec.errors import ConfigError
 from linrec.eval._checks import POOLS, check_foldin_pool
-from linrec.eval.estimators.registry import ADAPTIVE_ESTIMATORS, FIXED_SIZE_ESTIMATORS
+from linrec.eval.estimators.registry import adaptive_estimators, fixed_size_estimators
 from linrec.eval.metrics import CURVE_METRICS, EXACT_METRICS, parse_metric_key, resolve_selection
 from linrec.params import Params, param
 
@@ -23,7 +23,7 @@ class AdaptiveConfig(Params):
 
     where = "eval.sampled.adaptive"
 
-    estimators: tuple[str, ...] = param(ADAPTIVE_ESTIMATORS, choices=ADAPTIVE_ESTIMATORS,
+    estimators: tuple[str, ...] = param(("adaptive_mle",), choices=adaptive_estimators,
                                         doc="estimators of the adaptive setting (none: no "
                                             "adaptive setting)")
     n0: int = param(100, ge=2, doc="initial set size (target included)")
@@ -54,7 +54,7 @@ class SampledConfig(Params):
     repeats: int = param(10, ge=1, doc="independent sample sets per size")
     seed: int = param(0, ge=0, doc="seed of the sampling (the run seed in configs)")
     estimators: tuple[str, ...] = param(("naive", "bv", "mle", "mn_mle"),
-                                        choices=FIXED_SIZE_ESTIMATORS,
+                                        choices=fixed_size_estimators,
                                         doc="estimators of the fixed-size settings")
     metrics: tuple[str, ...] = param(("recall", "ndcg", "ap"), choices=CURVE_METRICS,
                                      doc="metrics of the curves T@1..k_max")
@@ -95,7 +95,8 @@ class ValidationConfig(Params):
 
     method: str = param("exact", choices=VALIDATION_METHODS,
                         doc="exact (rank every item) | sampled (estimate from sampled ranks)")
-    estimator: str = param("mn_mle", choices=FIXED_SIZE_ESTIMATORS + ADAPTIVE_ESTIMATORS,
+    estimator: str = param("mn_mle",
+                           choices=lambda: fixed_size_estimators() + adaptive_estimators(),
                            doc="the estimator of method=sampled")
     sample_size: int = param(100, ge=2, doc="n of method=sampled: the target plus n-1 sampled "
                                             "(adaptive_mle: the first set size n0)")
@@ -105,7 +106,7 @@ class ValidationConfig(Params):
 
     def check(self) -> None:
         ratio = self.n_max // self.sample_size
-        if self.estimator in ADAPTIVE_ESTIMATORS and (
+        if self.estimator in adaptive_estimators() and (
                 self.n_max % self.sample_size or ratio & (ratio - 1)):
             raise ConfigError(f"eval.validation.n_max={self.n_max} must be "
                               f"eval.validation.sample_size={self.sample_size} times a power "

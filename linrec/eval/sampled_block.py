@@ -77,13 +77,14 @@ def estimate_sharing_priors(name: str, ranks: np.ndarray, n_items: int, sample_s
             priors[spec.prior_from] = estimate(spec.prior_from, ranks, **common).p_hat
         return estimate(spec.base, ranks, **common, prior=priors[spec.prior_from]).p_hat
     p_hat = estimate(name, ranks, **common).p_hat
-    if name in _PRIOR_SOURCES:
+    if name in _prior_sources():
         priors[name] = p_hat
     return p_hat
 
 
-#: estimators whose estimate of a sample is another's prior
-_PRIOR_SOURCES = frozenset(s.prior_from for s in ESTIMATORS.values() if s.prior_from)
+def _prior_sources() -> frozenset[str]:
+    """The estimators whose estimate of a sample is another's prior."""
+    return frozenset(s.prior_from for s in ESTIMATORS.values() if s.prior_from)
 
 
 def estimate_samples(names, samples, *, n_items: int, scheme: str = "binomial"
@@ -104,7 +105,7 @@ def estimate_samples(names, samples, *, n_items: int, scheme: str = "binomial"
         t0 = time.perf_counter()
         p_hats[name] = estimate_repeats(name, samples, n_items=n_items, scheme=scheme)
         seconds[name] += time.perf_counter() - t0
-    for source in sorted(_PRIOR_SOURCES):
+    for source in sorted(_prior_sources()):
         users = [n for n, spec in specs.items() if source in (n, spec.prior_from)]
         if not (users and samples and ESTIMATORS[source].batched):
             continue

@@ -36,7 +36,7 @@ from linrec.data.splits import EvalSet
 from linrec.errors import ConfigError
 from linrec.eval._checks import check_sample_size
 from linrec.eval._sparse import binary_sorted_csr, csr_keys, keys_contain
-from linrec.eval.estimators.registry import ADAPTIVE_ESTIMATORS, estimate
+from linrec.eval.estimators.registry import adaptive_estimators, estimate
 from linrec.eval.metrics import curve, parse_metric_key
 from linrec.eval.negatives import NegativeSampler, canonical_targets
 from linrec.eval.sampled_block import sampling_scheme
@@ -73,7 +73,7 @@ class SampledValidation:
             hint=f"lower it below the catalogue's {n_items} items")
         #: the set sizes n0·2^j a target may reach (one level unless the estimator is adaptive)
         self.levels = (adaptive_levels(n_items, self.sample_size, n_max or self.sample_size)
-                       if estimator in ADAPTIVE_ESTIMATORS else np.array([self.sample_size]))
+                       if estimator in adaptive_estimators() else np.array([self.sample_size]))
         self.scheme = sampling_scheme(replace)
         self.seed, self.users_known = int(seed), bool(users_known)
         self.evalset, self.replace = evalset, bool(replace)

@@ -27,18 +27,26 @@ from linrec.registry import Registry
 SOLVERS = ("cholesky", "cg")
 BACKENDS = ("torch", "numpy", "numba")
 CONFIDENCES = ("alpha", "one_plus_alpha")
-#: item-item models a nearby model can start from (their W is dense)
-NEARBY_BASES = ("ease", "dlae", "edlae", "edlae_lowrank", "debiased_ease")
+#: family of the models whose fit gives a dense item-item W (`weights()`): a nearby model can
+#: start from any of them
+DENSE_ITEM_ITEM = "dense_item_item"
+#: family of the spectral filters of the Gram matrix (`linrec.models.spectral`): a grid over one
+#: of them shares one eigendecomposition
+SPECTRAL_FILTER = "spectral_filter"
 
 
 @dataclass
 class ModelConfig(Params):
     """Base of the model configs. `name` is the registry name (`model=<name>`); `model_path`
-    the "module:Class" built from it; `rank_rule` (cap, divisor) of an auto-sized rank."""
+    the "module:Class" built from it; `rank_rule` (cap, divisor) of an auto-sized rank;
+    `families` the families it belongs to."""
 
     where = "model"
     model_path: ClassVar[str] = ""
     rank_rule: ClassVar[tuple[int, int] | None] = None
+    #: the families the model belongs to (DENSE_ITEM_ITEM, SPECTRAL_FILTER): what other code may
+    #: do with it, read from the registry entry, so that a plugin model joins them too
+    families: ClassVar[frozenset[str]] = frozenset()
 
     name: str = ""
 
@@ -93,6 +101,7 @@ def _rank(doc: str) -> Any:
 
 @dataclass
 class EASEConfig(ModelConfig):
+    families = frozenset({DENSE_ITEM_ITEM})
     model_path = "linrec.models.ease:EASE"
     name: str = "ease"
     lam: float = param(500.0, ge=0, doc="λ; published: 400 (ML-20M), 1000 (Netflix)")
@@ -102,6 +111,7 @@ class EASEConfig(ModelConfig):
 
 @dataclass
 class DLAEConfig(ModelConfig):
+    families = frozenset({DENSE_ITEM_ITEM})
     model_path = "linrec.models.ease:DLAE"
     name: str = "dlae"
     p: float = param(0.25, ge=0, lt=1, doc="dropout probability")
@@ -130,6 +140,7 @@ class LowRankEDLAEConfig(DLAEConfig):
 
 @dataclass
 class DebiasedEASEConfig(ModelConfig):
+    families = frozenset({DENSE_ITEM_ITEM})
     model_path = "linrec.models.ease:DebiasedEASE"
     name: str = "debiased_ease"
     lam: float = param(500.0, ge=0, doc="λ")
@@ -179,6 +190,7 @@ class SLIMConfig(ModelConfig):
 
 @dataclass
 class LRRConfig(ModelConfig):
+    families = frozenset({SPECTRAL_FILTER})
     model_path = "linrec.models.spectral:LRR"
     rank_rule = (2000, 10)
     name: str = "lrr"
@@ -200,6 +212,7 @@ class LRRConfig(ModelConfig):
 
 @dataclass
 class PureSVDConfig(ModelConfig):
+    families = frozenset({SPECTRAL_FILTER})
     model_path = "linrec.models.spectral:PureSVD"
     rank_rule = (128, 100)
     name: str = "puresvd"
@@ -210,6 +223,7 @@ class PureSVDConfig(ModelConfig):
 
 @dataclass
 class ClosedFormMFConfig(ModelConfig):
+    families = frozenset({SPECTRAL_FILTER})
     model_path = "linrec.models.spectral:ClosedFormMF"
     rank_rule = (1000, 20)
     name: str = "mf_closed"
@@ -222,6 +236,7 @@ class ClosedFormMFConfig(ModelConfig):
 
 @dataclass
 class RidgeConfig(ModelConfig):
+    families = frozenset({SPECTRAL_FILTER})
     model_path = "linrec.models.spectral:Ridge"
     name: str = "ridge"
     lam: float = param(1e4, ge=0,
@@ -346,7 +361,8 @@ class LearnedLambdaConfig(BPRTrainerConfig):
 class NearbyHTConfig(BPRTrainerConfig):
     model_path = "linrec.models.nearby:NearbyItemItem"
     name: str = "nearby_ht"
-    base: str = param("edlae", choices=NEARBY_BASES, doc="the item-item model giving W")
+    base: str = param("edlae", choices=lambda: models_in(DENSE_ITEM_ITEM),
+                      doc="the item-item model giving W (a model of the dense_item_item family)")
     base_params: dict[str, Any] = param({"p": 0.25, "lam": 10.0, "dtype": "float32"},
                                         doc="fields of the base model's config")
     head_tail: bool = param(True, doc="learn the head and tail scalings H, T (eq. 76)")
@@ -467,3 +483,9 @@ MODEL_CONFIGS: Registry[type[ModelConfig]] = Registry.of_configs("model.name", (
     MostPopularConfig, ItemKNNConfig, SLIMConfig, LRRConfig, PureSVDConfig, ClosedFormMFConfig,
     RidgeConfig, IALSConfig, DebiasedIALSConfig, WMFConfig, LearnedLambdaConfig, NearbyHTConfig,
     NearbySparseConfig, MFConfig))
+
+
+def models_in(family: str) -> list[str]:
+    """The registered model names of a family (DENSE_ITEM_ITEM, SPECTRAL_FILTER), in
+    registry order."""
+    return [name for name, config in MODEL_CONFIGS.items() if family in config.families]

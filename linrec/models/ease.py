@@ -230,8 +230,3 @@ class LowRankEDLAE(ItemItemRecommender):
         np.fill_diagonal(W, 0.0)
         return W
 
-
-#: the dense item-item models by registry name (the bases a nearby model starts from)
-ITEM_ITEM_MODELS: dict[str, type[ItemItemRecommender]] = {
-    "ease": EASE, "dlae": DLAE, "edlae": EDLAE, "edlae_lowrank": LowRankEDLAE,
-    "debiased_ease": DebiasedEASE}

@@ -29,8 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from linrec.models.base import Recommender, Validation, binary_pattern
-from linrec.models.configs import LearnedLambdaConfig, NearbyHTConfig
-from linrec.models.ease import ITEM_ITEM_MODELS
+from linrec.models.configs import MODEL_CONFIGS, LearnedLambdaConfig, NearbyHTConfig
 from linrec.models.spectral import LRR, compute_spectrum
 from linrec.models.training import (
     EpochDriver,
@@ -39,6 +38,7 @@ from linrec.models.training import (
     batch_order,
     progress,
 )
+from linrec.registry import load
 
 _SCORE_BATCH = 1024
 
@@ -344,7 +344,8 @@ class NearbyItemItem(_BPRNearby):
     config_class = NearbyHTConfig
 
     def _setup(self, train: sp.csr_matrix) -> None:
-        weights = ITEM_ITEM_MODELS[self.base](**self.base_params).fit(train).weights()
+        base = load(MODEL_CONFIGS.entry(self.base).model_path)
+        weights = base(**self.base_params).fit(train).weights()
         n_items = weights.shape[0]
         options = dict(dtype=self._torch_dtype, device=self.device)
         self.n_items_ = n_items

@@ -25,9 +25,18 @@ from linrec.cache import file_lock
 from linrec.errors import ConfigError, DataError
 from linrec.models import spectrum_store
 from linrec.models.base import Recommender, Validation, check_foldin, check_train
-from linrec.models.configs import ClosedFormMFConfig, LRRConfig, PureSVDConfig, RidgeConfig
+from linrec.models.configs import (
+    MODEL_CONFIGS,
+    SPECTRAL_FILTER,
+    ClosedFormMFConfig,
+    LRRConfig,
+    PureSVDConfig,
+    RidgeConfig,
+    models_in,
+)
 from linrec.models.linalg import check_dense_memory, gram
 from linrec.params import check_float_dtype, check_int
+from linrec.registry import load
 
 # partial eigh (scipy subset_by_index, driver evr) beats the full divide-and-conquer eigh only for
 # a small fraction of the spectrum (measured: k = n/10 at 0.65x the time, k = n/4 at 1.0x).
@@ -485,10 +494,11 @@ def spectral_grid(model_name: str, spectrum: Spectrum, grid: Mapping[str, Iterab
     largest rank). model_name: a registry key of a SpectralFilterModel (lrr, puresvd, mf_closed,
     ridge). `fixed` are further constructor parameters.
     """
-    cls = SPECTRAL_MODELS.get(model_name)
-    if cls is None:
+    config = MODEL_CONFIGS.get(model_name)
+    if config is None or SPECTRAL_FILTER not in config.families:
         raise ConfigError(f"spectral_grid: model {model_name!r} is not a spectral-filter model; "
-                          f"choose one of {sorted(SPECTRAL_MODELS)}")
+                          f"choose one of {models_in(SPECTRAL_FILTER)}")
+    cls = load(config.model_path)
     names = list(grid)
     overlap = sorted(set(names) & set(fixed))
     if overlap:
@@ -506,7 +516,3 @@ def spectral_grid(model_name: str, spectrum: Spectrum, grid: Mapping[str, Iterab
     for point, f in zip(points, filters, strict=True):
         yield point, FilteredScorer(projections, f, point)
 
-
-#: the spectral-filter models by registry name (a grid over them reuses one spectrum)
-SPECTRAL_MODELS: dict[str, type[SpectralFilterModel]] = {
-    "lrr": LRR, "puresvd": PureSVD, "mf_closed": ClosedFormMF, "ridge": Ridge}

@@ -67,12 +67,14 @@ def _scorers(family: Mapping[str, Any], train: sp.csr_matrix, label: str, seed: 
     """(grid point, fitted scorer, fit seconds) for every point of a family's grid. Models
     other than the shared-spectrum grids are fitted like a run's (`Recommender.fit` with the
     run's validation callback, which trainers use for early stopping)."""
-    from linrec.models.spectral import SPECTRAL_MODELS, compute_spectrum, spectral_grid
+    from linrec.models.configs import MODEL_CONFIGS, SPECTRAL_FILTER
+    from linrec.models.spectral import compute_spectrum, spectral_grid
 
     name = family["model"]
     grid = dict(family.get("grid", {}))
     fixed = dict(family.get("params", {}))
-    if name in SPECTRAL_MODELS and "gamma" not in fixed and not fixed.get("dropout"):
+    spectral = SPECTRAL_FILTER in MODEL_CONFIGS.entry(name).families
+    if spectral and "gamma" not in fixed and not fixed.get("dropout"):
         t0 = time.perf_counter()
         spectrum = compute_spectrum(train)
         seconds = time.perf_counter() - t0

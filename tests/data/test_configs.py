@@ -30,10 +30,10 @@ def test_sources_and_splits_are_chosen_by_name():
     # are the CLI's)
     import inspect
 
-    from linrec.data.pipeline import SPLIT_PROTOCOLS
+    from linrec.registry import load
 
     for kind, cls in SPLIT_CONFIGS.items():
-        accepted = list(inspect.signature(SPLIT_PROTOCOLS[kind]).parameters)[1:]
+        accepted = list(inspect.signature(load(cls.protocol)).parameters)[1:]
         assert sorted(accepted) == sorted(n for n in cls.names() if n != "kind"), kind
 
 

@@ -13,7 +13,7 @@ import linrec.studies
 from linrec.errors import ConfigError
 from linrec.registry import Registry
 from linrec.studies import registry
-from linrec.studies.configs import STUDY_CONFIGS
+from linrec.study_configs import STUDY_CONFIGS
 
 
 def test_every_study_config_has_a_runner_and_the_package_re_exports_it():

@@ -6,14 +6,14 @@ LS, CLS), `bv`, `mn`, `em` (MLE, weighted MLE, MES), `adaptive` (adaptive MLE), 
 
 from linrec.eval.estimators.priors import pooled_prior
 from linrec.eval.estimators.registry import (
-    ADAPTIVE_ESTIMATORS,
     ESTIMATORS,
-    FIXED_SIZE_ESTIMATORS,
     EstimatorSpec,
+    adaptive_estimators,
     estimate,
     estimate_repeats,
+    fixed_size_estimators,
 )
 from linrec.eval.estimators.result import EstimateResult
 
-__all__ = ["ADAPTIVE_ESTIMATORS", "ESTIMATORS", "FIXED_SIZE_ESTIMATORS", "EstimateResult",
-           "EstimatorSpec", "estimate", "estimate_repeats", "pooled_prior"]
+__all__ = ["ESTIMATORS", "EstimateResult", "EstimatorSpec", "adaptive_estimators", "estimate",
+           "estimate_repeats", "fixed_size_estimators", "pooled_prior"]

@@ -76,12 +76,17 @@ ESTIMATORS: Registry[EstimatorSpec] = Registry("estimator", ((s.name, s) for s i
     EstimatorSpec("adaptive_mle", adaptive.run_adaptive_mle, per_target_sizes=True,
                   batched=True),
 )))
-#: estimators of samples with one common sample size
-FIXED_SIZE_ESTIMATORS: tuple[str, ...] = tuple(
-    name for name, spec in ESTIMATORS.items() if not spec.per_target_sizes)
-#: estimators of samples with per-target sizes (adaptive sampling, Li et al. 2023, §4)
-ADAPTIVE_ESTIMATORS: tuple[str, ...] = tuple(
-    name for name, spec in ESTIMATORS.items() if spec.per_target_sizes)
+
+
+def fixed_size_estimators() -> tuple[str, ...]:
+    """The registered estimators of samples with one common sample size."""
+    return tuple(name for name, spec in ESTIMATORS.items() if not spec.per_target_sizes)
+
+
+def adaptive_estimators() -> tuple[str, ...]:
+    """The registered estimators of samples with per-target sizes (adaptive sampling, Li et al.
+    2023, §4)."""
+    return tuple(name for name, spec in ESTIMATORS.items() if spec.per_target_sizes)
 
 
 def estimate(

@@ -1,11 +1,11 @@
-"""The study configs (linrec.studies.configs): fields, mapping specs, families."""
+"""The study configs (linrec.study_configs): fields, mapping specs, families."""
 
 from __future__ import annotations
 
 import pytest
 
 from linrec.errors import ConfigError
-from linrec.studies.configs import STUDY_CONFIGS, LinearModelsStudyConfig, SamplingStudyConfig
+from linrec.study_configs import STUDY_CONFIGS, LinearModelsStudyConfig, SamplingStudyConfig
 
 
 def test_defaults_and_registry():
