@@ -21,7 +21,7 @@ LAYERS = (
     ("command line and reference", ("linrec.cli", "linrec.reference")),
     ("run", ("linrec.experiment",)),
     ("studies", ("linrec.studies",)),
-    ("report", ("linrec.report", "linrec.recommend")),
+    ("report", ("linrec.report", "linrec.recommend", "linrec.testing")),
     ("fitting and sweeps", ("linrec.fitting", "linrec.sweeps")),
     ("results and figures", ("linrec.results", "linrec.plots")),
     ("configs", ("linrec.config", "linrec.study_configs", "linrec.hydra_compat")),

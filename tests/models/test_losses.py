@@ -239,22 +239,6 @@ def test_mine_plus_gradient_is_the_negatives_softmax():
                                (1.3 * torch.softmax(s_neg.detach(), 1)).numpy(), rtol=1e-12)
 
 
-@pytest.mark.parametrize("name", sorted(LOSS_CONFIGS))
-@pytest.mark.parametrize("scale", [1.0 / 0.02, 1e4])
-def test_stable_at_small_temperatures_and_huge_logits(name, scale):
-    """t = 0.02 (cosine scores up to 50) and dot-product logits of 1e4: finite values and
-    gradients (log-sum-exp, no overflow, no NaN)."""
-    cfg = LOSS_CONFIGS[name]()
-    s_pos, s_neg, s_ppos, tau = (x.to(torch.float32) for x in batch(6, scale=scale))
-    args = [x.clone().requires_grad_(True) for x in (s_pos, s_neg, s_ppos)]
-    logq = torch.full((B, N), -math.log(1e5))
-    value = cfg(*args, tau, logq, -scale).sum()
-    value.backward()
-    assert torch.isfinite(value)
-    for a in args:
-        assert a.grad is None or torch.isfinite(a.grad).all()
-
-
 @pytest.mark.parametrize("name, params, match", [
     ("ccl", {"margin": 1.0}, r"loss.margin=1.0 is out of range; allowed: a number > -1 and < 1"),
     ("ccl", {"margin": -1.5}, "margin"),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from linrec.errors import ConfigError
-from linrec.eval.estimators import ESTIMATORS, estimate, estimate_repeats
+from linrec.eval.estimators import estimate, estimate_repeats
 from linrec.eval.simulate import simulate_adaptive_ranks, simulate_sampled_ranks
 from tests.eval.estimators.conftest import draw
 
@@ -31,13 +31,6 @@ def test_bad_parameters_raise_config_error(name, kwargs, match):
     _, sampled = draw(400, 20, 300, seed=1)
     with pytest.raises(ConfigError, match=match):
         estimate(name, sampled, n_items=400, sample_size=20, **kwargs)
-
-
-@pytest.mark.parametrize("name", [n for n in ESTIMATORS if n != "adaptive_mle"])
-def test_fixed_size_estimators_reject_heterogeneous_sizes(name):
-    sizes = np.array([20, 20, 40, 40])
-    with pytest.raises(ConfigError, match="one common sample_size"):
-        estimate(name, np.array([1, 2, 3, 4]), n_items=400, sample_size=sizes)
 
 
 N_ITEMS = 800
