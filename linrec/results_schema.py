@@ -184,7 +184,7 @@ _TRAINING = Key("training", "object", "the training log of a model trained by ep
 #: every key of results.json
 RESULTS_SCHEMA = Key("results.json", "object", "one run", children=(
     _DATASET,
-    Key("model", "string", "the model's name (`model=<name>`)"),
+    Key("model", "string", "the model's name (`model=<name>`; a scored run file: its label)"),
     Key("splits", "object", "the evaluated splits", children=(_SPLIT,)),
     Key("selection", "object", "the metric returned to sweepers", children=(
         Key("metric", "string", "`eval.selection`, e.g. `ndcg@100`"),
@@ -193,7 +193,7 @@ RESULTS_SCHEMA = Key("results.json", "object", "one run", children=(
     Key("timings", "object", "seconds of the run's stages", children=(
         Key("data", "number", "loading the data (or reading the cached split); absent in a "
             "study's runs, which share one loaded dataset", required=False),
-        Key("fit", "number", "fitting the model"),
+        Key("fit", "number", "fitting the model (a scored run file: reading it)"),
         Key("evaluate", "number", "evaluating every split"))),
     _ENVIRONMENT,
     Key("seed", "integer", "the run seed"),
@@ -205,6 +205,8 @@ RESULTS_SCHEMA = Key("results.json", "object", "one run", children=(
         Key("label", "string", "the run's row label"),
         Key("point", "object", "the grid point (dataset and swept values)", open=True))),
     _TRAINING,
+    Key("notes", "list", "what the run's numbers leave out and why (a run file's lists cut "
+        "short of the catalogue: the cut-offs, AUC and sampled block left out)", required=False),
 ))
 
 

@@ -42,6 +42,8 @@ COMMANDS = {
     "linrec-report": "import sys; from linrec.cli import report_main; sys.exit(report_main())",
     "linrec-recommend": "import sys; from linrec.cli import recommend_main; "
                         "sys.exit(recommend_main())",
+    "linrec-evaluate": "import sys; from linrec.cli import evaluate_main; "
+                       "sys.exit(evaluate_main())",
 }
 
 

@@ -11,7 +11,8 @@ Nothing is computed before the fork but Hydra's ConfigStore (`register_configs`,
 command's own call then finds done), the module-to-distribution map of linrec.results and
 numba's type registries, so no thread pool (OpenMP, numba) exists yet to be lost in the child;
 a module that reads the environment at import reads the server's, which is the caller's base
-environment.
+environment. The child puts the entries of its own $PYTHONPATH on sys.path, as an interpreter's
+start would.
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ def child(request):
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        # what the interpreter's start does with PYTHONPATH: its entries after the script's
+        # directory ('' for -c), before the standard library
+        added = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                 if p and p not in sys.path]
+        sys.path[1:1] = added
         sys.argv = ["-c", *request["args"]]
         exec(compile(request["code"], "<string>", "exec"),
              {"__name__": "__main__", "__builtins__": __builtins__})
