@@ -330,18 +330,20 @@ def _short(value: Any) -> str:
 
 
 def command_help_markdown() -> str:
-    """The `--help` text of linrec-report and linrec-recommend, as their parsers print it."""
+    """The `--help` text of linrec-report, linrec-recommend and linrec-evaluate, as their parsers
+    print it."""
     import contextlib
     import io
     import os
 
-    from linrec.cli import recommend_main, report_main
+    from linrec.cli import evaluate_main, recommend_main, report_main
 
     lines: list[str] = []
     previous = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal; the page wraps at 100
     try:
-        for name, main in (("linrec-report", report_main), ("linrec-recommend", recommend_main)):
+        for name, main in (("linrec-report", report_main), ("linrec-recommend", recommend_main),
+                           ("linrec-evaluate", evaluate_main)):
             out = io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
                 main(["--help"])

@@ -466,6 +466,9 @@ def run_page(blocks: list[Block], workdir: Path, env: dict[str, str], stand_ins:
                     run_env[name] = value if name != "LINREC_DATA" else env["LINREC_DATA"]
             where = f"{block.source.relative_to(ROOT)}:{command.line}"
             program = program_of(command.words)
+            if command.words == ["pip", "install", "./examples/plugin"]:
+                outcomes.append(_install_example_plugin(workdir, run_env, where, command.shown))
+                continue
             if program is None:
                 reason = not_run_reason(command.words)
                 outcomes.append(Outcome(where, command.shown, f"not run: {reason}",
@@ -493,6 +496,27 @@ def run_page(blocks: list[Block], workdir: Path, env: dict[str, str], stand_ins:
                                     time.time() - started))
     flush_python()
     return outcomes
+
+
+def _install_example_plugin(workdir: Path, run_env: dict[str, str], where: str,
+                            shown: str) -> Outcome:
+    """`pip install ./examples/plugin` as the page's later commands see it: the package
+    installed with pip into a directory of the page's, put on the page's PYTHONPATH (the test
+    environment itself stays as CI installed it)."""
+    import subprocess
+    import sys
+
+    target = workdir / "plugin-site"
+    started = time.time()
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps",
+                           "--no-build-isolation", "--quiet", "--target", str(target),
+                           str(ROOT / "examples" / "plugin")], capture_output=True, text=True,
+                          timeout=600)
+    paths = [p for p in run_env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    run_env["PYTHONPATH"] = os.pathsep.join([str(target), *paths])
+    return Outcome(where, shown, f"pip install --target {target} (on the page's PYTHONPATH)",
+                   proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:],
+                   time.time() - started)
 
 
 def outcome_report(outcomes: list[Outcome]) -> str:
