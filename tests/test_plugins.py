@@ -324,3 +324,42 @@ def test_the_example_plugin_installed_as_a_package(tmp_path):
                             str(source / "tests")], cwd=tmp_path, capture_output=True, text=True,
                            env={**os.environ, "PYTHONPATH": str(target)}, timeout=600)
     assert tests.returncode == 0, tests.stdout + tests.stderr
+
+
+@pytest.mark.slow
+def test_plugins_in_the_studies_the_optuna_sweeper_and_submitits_jobs(tmp_path, plugin_dir):
+    """A plugin model is a family of the linear-models study and a plugin loss a row of the loss
+    study; the Optuna sweeper's trials and submitit's job processes load the command's
+    plugins."""
+    model_file = str(plugin_dir / "linrec_test_cmd.py")
+    pieces = str(plugin_dir / "linrec_test_pieces.py")
+    done = run_command(
+        tmp_path, f"plugins=[{model_file}]", "experiment=linear_models", "data=synthetic",
+        "data.source.n_users=300", "data.source.n_items=100", "data.split.n_valid_users=40",
+        "data.split.n_test_users=40", "quiet=true", "~study.models",
+        "+study.models={pop: {model: pop_shrink, grid: {shrink: [1.0, 4.0]}}, "
+        "ease: {model: ease, grid: {lam: [50.0]}}}", "hydra.run.dir=linear")
+    assert done.returncode == 0, done.stderr
+    assert len(list((tmp_path / "linear" / "runs" / "pop").glob("*/results.json"))) == 2
+    dataset = ("{source: {name: synthetic, n_users: 200, n_items: 80}, "
+               "split: {kind: holdout, valid_fraction: 0.15}}")
+    done = run_command(
+        tmp_path, f"plugins=[{pieces}]", "experiment=loss_study", "quiet=true",
+        "model.epochs=1", "model.sampling.n_negatives=8", "model.sampling.n_positives=2",
+        "~study.datasets", f"+study.datasets={{small: {dataset}}}", "~study.models",
+        "+study.models={ccl: {loss: {name: ccl}}, half: {loss: {name: half_hinge}}}",
+        "~study.rows", "+study.rows=[{name: Hinge, loss: half, against: ccl}]",
+        "~study.per_dataset", "hydra.run.dir=losses")
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "losses" / "runs" / "small" / "half" / "results.json")
+                        .read_text())
+    assert record["config"]["model"]["loss"]["name"] == "half_hinge"
+    for launcher in (["hydra/sweeper=optuna", "hydra.sweeper.n_trials=2",
+                      "model.shrink=interval(0.1,5)"],
+                     ["hydra/launcher=submitit_local", "model.shrink=1,5"]):
+        sweep = tmp_path / launcher[0].split("=")[1]
+        done = run_command(tmp_path, "-m", f"plugins=[{model_file}]", "model=pop_shrink",
+                           *SMALL, "eval.sampled.enabled=false", *launcher,
+                           f"hydra.sweep.dir={sweep}")
+        assert done.returncode == 0, done.stderr
+        assert len(list(sweep.glob("*/results.json"))) == 2, launcher
