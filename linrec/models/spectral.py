@@ -139,10 +139,11 @@ def compute_spectrum(train: sp.csr_matrix, dtype: np.dtype | str = np.float64,
         if cached.n_components >= needed:
             _SPECTRUM_CACHE.move_to_end(key)
             return cached
-    if key is not None and needed <= _PARTIAL_EIGH_MAX_FRACTION * n_items:
+    limit = int(_PARTIAL_EIGH_MAX_FRACTION * min(train.shape))  # of the Gram decomposed
+    if key is not None and needed <= limit:
         # a cached spectrum serves every later rank up to the partial limit (a rank sweep then
         # decomposes once, not once per larger rank): about 30 % dearer than the smallest
-        needed = max(needed, int(_PARTIAL_EIGH_MAX_FRACTION * n_items))
+        needed = max(needed, limit)
     if key is not None and spectrum_store.enabled():
         # shared with the other processes of a sweep: the first computes, the others read
         stored = spectrum_store.load(key[0], dtype, needed)
@@ -165,14 +166,26 @@ def compute_spectrum(train: sp.csr_matrix, dtype: np.dtype | str = np.float64,
 
 
 def _decompose(train: sp.csr_matrix, dtype: np.dtype, needed: int) -> Spectrum:
-    """The eigendecomposition itself (compute_spectrum's docstring), read-only arrays."""
-    n_items = train.shape[1]
+    """The eigendecomposition itself (compute_spectrum's docstring), read-only arrays.
+
+    A partial spectrum (at most a fifth of the users' count) of a matrix with fewer users than
+    items comes from the smaller user-side Gram XXᵀ = U diag(e) Uᵀ (the same non-zero eigenvalues
+    as G = XᵀX), its item vectors V = Xᵀ U diag(e)^(-1/2): an m³ eigendecomposition instead of an
+    n³ one (0.4x the time at Gowalla's 29 858 users and 40 981 items), exact in exact
+    arithmetic. A component with
+    e_i <= 0 has no item vector this way; the path is taken only when every requested
+    component has e_i > 0 (else the item side is decomposed)."""
+    n_users, n_items = train.shape
+    partial = needed < n_items and needed <= _PARTIAL_EIGH_MAX_FRACTION * n_items
+    if partial and n_users < n_items and needed <= _PARTIAL_EIGH_MAX_FRACTION * n_users:
+        dual = _decompose_dual(train, dtype, needed)
+        if dual is not None:
+            return dual
     check_dense_memory(
         n_items, dtype, _EIGH_DENSE_MATRICES, what="eigendecomposition of the item Gram matrix",
         alternative="Use float32, a dataset with fewer items, or a partial rank.",
     )
     gram_matrix = gram(train, dtype)
-    partial = needed < n_items and needed <= _PARTIAL_EIGH_MAX_FRACTION * n_items
     if partial:
         values, vectors = sla.eigh(gram_matrix, subset_by_index=[n_items - needed, n_items - 1],
                                    overwrite_a=True, check_finite=False)
@@ -180,6 +193,29 @@ def _decompose(train: sp.csr_matrix, dtype: np.dtype, needed: int) -> Spectrum:
         values, vectors = sla.eigh(gram_matrix, driver="evd", overwrite_a=True,
                                    check_finite=False)
     del gram_matrix
+    return _spectrum(values, vectors, dtype)
+
+
+def _decompose_dual(train: sp.csr_matrix, dtype: np.dtype, needed: int) -> Spectrum | None:
+    """The top `needed` components from the user-side Gram XXᵀ (see `_decompose`), or None when
+    one of them has a zero eigenvalue."""
+    n_users = train.shape[0]
+    check_dense_memory(
+        n_users, dtype, _EIGH_DENSE_MATRICES, what="eigendecomposition of the user Gram matrix",
+        alternative="Use float32 or a partial rank.")
+    user_gram = gram(train.T.tocsr(), dtype)
+    values, user_vectors = sla.eigh(user_gram, subset_by_index=[n_users - needed, n_users - 1],
+                                    overwrite_a=True, check_finite=False)
+    del user_gram
+    if values.min() <= 0:
+        return None
+    # V = Xᵀ U diag(e)^(-1/2): the item vectors of the same eigenvalues (ascending, as eigh's)
+    vectors = np.asarray(train.T @ user_vectors, dtype=dtype) / np.sqrt(values).astype(dtype)
+    return _spectrum(values, vectors, dtype)
+
+
+def _spectrum(values: np.ndarray, vectors: np.ndarray, dtype: np.dtype) -> Spectrum:
+    """eigh's ascending pairs as a read-only Spectrum in descending order."""
     # ascending -> descending (docs/concepts/models.md); copy makes the flipped columns contiguous
     eigenvalues = np.maximum(values[::-1].astype(np.float64), 0.0)
     vectors = np.ascontiguousarray(vectors[:, ::-1], dtype=dtype)

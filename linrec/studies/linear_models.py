@@ -2,14 +2,15 @@
 dissertation's chapter 3 (Liang et al. 2018; Li 2023, Algorithm 2; Tables 8–18).
 
 Strong generalization. Every model family has a grid; each point is a run scored on the
-validation users (<run_dir>/runs/<family>/<point>/results.json, selection metric
-`eval.selection`, default nDCG@100); the best point is scored on the test users too (its
-results.json then holds both splits), and the report gives test Recall@20, Recall@50
-(`recall_trunc`, the min(K, |T|) denominator of Liang et al.) and nDCG@100. Spectral families
-(lrr, mf_closed, puresvd, ridge) share one eigendecomposition per training matrix and one
-projection `foldin @ V` of the evaluation users (Algorithm 2). `train_on: train_and_foldin`
-trains a family on the training users plus the fold-in rows of the validation and test users
-(the MF/WMF protocol of A.1.1); the others train on training users only.
+validation and the test users (<run_dir>/runs/<family>/<point>/results.json), so that no fitted
+model outlives its point (an item-item W is n x n); the point with the best validation
+`eval.selection` (default nDCG@100) is selected, and the report gives its test Recall@20,
+Recall@50 (`recall_trunc`, the min(K, |T|) denominator of Liang et al.) and nDCG@100.
+Spectral families (lrr, mf_closed, puresvd, ridge) share one eigendecomposition per training
+matrix and one projection `foldin @ V` of the evaluation users (Algorithm 2).
+`train_on: train_and_foldin` trains a family on the training users plus the fold-in rows of the
+validation and test users (the MF/WMF protocol of A.1.1); the others train on training users
+only.
 Writes tables/{main,grid_<family>}.{csv,md}, figures/spectral_profile.png and study.json.
 """
 
@@ -28,7 +29,7 @@ import scipy.sparse as sp
 
 from linrec.data.splits import Split
 from linrec.errors import ConfigError
-from linrec.eval import EvalReport, evaluate, validation_score
+from linrec.eval import evaluate, validation_score
 from linrec.eval.metrics import parse_metric_key
 from linrec.models.base import Recommender, Validation
 from linrec.studies.common import (
@@ -134,13 +135,14 @@ def run(config: Any, run_dir: Path) -> float | None:
                           "split needs validation users (e.g. data/split=strong)")
     report_keys = list(study.report)
     _check_report_keys(report_keys, config, split.n_items)
-    on_valid = dataclasses.replace(config.eval, splits=("valid",))
-    on_test = dataclasses.replace(config.eval, splits=("test",))
+    # every point is scored on both splits, so that no fitted model (an n x n W for the item-item
+    # families) is kept beyond its point; the selection reads the validation split only
+    on_both = dataclasses.replace(config.eval, splits=("valid", "test"))
     tables, figures = run_dir / "tables", run_dir / "figures"
     train_matrices: dict[str, sp.csr_matrix] = {"train": split.train}
     main_rows: list[dict[str, Any]] = []
     summary: dict[str, Any] = {"families": {}}
-    best_models: dict[str, Any] = {}
+    profiles: dict[str, np.ndarray] = {}
     grid_figures: list[Path] = []
     selection = None
     for label, family in study.models.items():
@@ -149,31 +151,28 @@ def run(config: Any, run_dir: Path) -> float | None:
             train_matrices[train_on] = with_foldin_rows(split)
         users_known = train_on == "train_and_foldin" or not split.strong
         grid_rows, best = [], None
-        validation = _validation(split, on_valid, config.seed, users_known)
+        validation = _validation(split, _on_valid(config), config.seed, users_known)
         for point, scorer, seconds in _scorers(family, train_matrices[train_on], label,
                                                config.seed, validation):
-            report = evaluate(scorer, split, on_valid, seed=config.seed, users_known=users_known)
+            report = evaluate(scorer, split, on_both, seed=config.seed, users_known=users_known)
             selection = report.selection_metric
             write_study_run(run_dir / "runs" / label / point_dir(point), config, prepared,
                             label=label, model=_point_model(family, point), report=report,
                             timings={"fit": seconds, "evaluate": report.seconds}, point=point)
-            grid_rows.append({**point, selection: report.selection_value})
-            if best is None or report.selection_value > best[2].selection_value:
-                best = (point, scorer, report, seconds)
-            log.info("%s %s: valid %s = %.5f", label, point, selection, report.selection_value)
+            value = report.splits["valid"].exact[selection]
+            grid_rows.append({**point, selection: value})
+            if best is None or value > best[1].splits["valid"].exact[selection]:
+                best = (point, report)
+                profile = _profile(label, scorer, split.train)
+                if profile is not None:
+                    profiles[label] = profile
+            log.info("%s %s: valid %s = %.5f", label, point, selection, value)
+            del scorer  # the next point's fit may need its memory
         if best is None:
             raise ConfigError(f"study.models.{label}.grid is empty")
-        point, scorer, valid_report, seconds = best
-        test_report = evaluate(scorer, split, on_test, seed=config.seed, users_known=users_known)
-        both = EvalReport(splits={**valid_report.splits, **test_report.splits},
-                          selection_metric=selection, selection_split="valid",
-                          seconds=valid_report.seconds + test_report.seconds)
-        write_study_run(run_dir / "runs" / label / point_dir(point), config, prepared,
-                        label=label, model=_point_model(family, point), report=both,
-                        timings={"fit": seconds, "evaluate": both.seconds}, point=point)
-        valid = valid_report.splits["valid"].exact
-        test = test_report.splits["test"].exact
-        best_models[label] = scorer
+        point, report = best
+        valid = report.splits["valid"].exact
+        test = report.splits["test"].exact
         main_rows.append({"model": label, "params": ", ".join(f"{k}={v}" for k, v in point.items()),
                           f"valid {selection}": valid[selection],
                           **{f"test {k}": test[k] for k in report_keys}})
@@ -184,13 +183,18 @@ def run(config: Any, run_dir: Path) -> float | None:
             grid_figures.append(heatmap)
     md = write_table(tables, "main", list(main_rows[0]), main_rows,
                      f"Test metrics at the best validation {selection} ({prepared.name})")
-    figure = _write_profiles(best_models, split.train, figures, summary)
+    figure = _write_profiles(profiles, figures, summary)
     write_study_index(run_dir, config, dataset_record(prepared), summary,
                       ([figure] if figure else []) + grid_figures)
     if not config.quiet:
         print(md)
         print(f"tables: {tables}")
     return float(max(r[f"valid {selection}"] for r in main_rows))
+
+
+def _on_valid(config: Any) -> Any:
+    """The eval block a family's trainer validates on: the run's, on the validation split."""
+    return dataclasses.replace(config.eval, splits=("valid",))
 
 
 def _write_grid(tables: Path, figures: Path, label: str, rows: list[dict[str, Any]],
@@ -226,38 +230,46 @@ def _has_weights(model: Any) -> bool:
     return isinstance(model, Recommender) and type(model).weights is not Recommender.weights
 
 
-def _write_profiles(models: Mapping[str, Any], train: sp.csr_matrix, figures: Path,
-                    summary: dict[str, Any]) -> Path | None:
-    """Figure 11 view: per-component shrinkage f_i = v_iᵀ W v_i of every selected model with an
-    item-item matrix W (`weights()`, or a spectral family's grid scorer, W = V_k diag(f) V_kᵀ);
-    factor models and others without W have no profile. The figure's path, or None when no
-    model has a profile."""
+#: components of the shrinkage profiles (Figure 11 shows the leading ones)
+PROFILE_COMPONENTS = 200
+
+
+def _profile(label: str, model: Any, train: sp.csr_matrix) -> np.ndarray | None:
+    """Figure 11 view of one fitted model: the per-component shrinkage f_i = v_iᵀ W v_i over
+    the leading PROFILE_COMPONENTS components of G = XᵀX (a spectral family's filter, or the
+    diagonal of VᵀWV of a model with an item-item W); None for a model without W (a factor
+    model: users fold in non-linearly)."""
     from linrec.models.profile import spectral_profile
     from linrec.models.spectral import FilteredScorer, compute_spectrum
-    from linrec.plots import plot_spectral_profile
 
-    spectrum = compute_spectrum(train)
-    profiles = {}
-    for label, model in models.items():
-        if not (isinstance(model, FilteredScorer) or _has_weights(model)):
-            log.info("no spectral profile for %s: %s has no item-item matrix W", label,
-                     type(model).__name__)  # e.g. a factor model: users fold in non-linearly
-            continue
-        if isinstance(model, FilteredScorer) and model.projections.spectrum is spectrum:
-            f = np.zeros(spectrum.n_components)
-            f[: model.filter_.size] = model.filter_
-        else:
-            try:
-                f = spectral_profile(model, spectrum)
-            except ConfigError as exc:
-                log.info("no spectral profile for %s: %s", label, exc)
-                continue
-        profiles[label] = f
+    if not (isinstance(model, FilteredScorer) or _has_weights(model)):
+        log.info("no spectral profile for %s: %s has no item-item matrix W", label,
+                 type(model).__name__)
+        return None
+    components = min(PROFILE_COMPONENTS, train.shape[1])
+    spectrum = compute_spectrum(train, rank=components)  # a family's cached one when it has it
+    if isinstance(model, FilteredScorer):
+        f = np.zeros(spectrum.n_components)
+        size = min(model.filter_.size, f.size)
+        f[:size] = model.filter_[:size]
+        return f[:components]
+    try:
+        return spectral_profile(model, spectrum)[:components]
+    except ConfigError as exc:
+        log.info("no spectral profile for %s: %s", label, exc)
+        return None
+
+
+def _write_profiles(profiles: Mapping[str, np.ndarray], figures: Path,
+                    summary: dict[str, Any]) -> Path | None:
+    """The Figure 11 view of the selected models' profiles (figures/spectral_profile.png and
+    .pdf, whose PNG path is returned), or None when no model has one."""
     if not profiles:
         return None
-    from linrec.plots import save_figure_formats
+    from linrec.plots import plot_spectral_profile, save_figure_formats
 
-    fig = plot_spectral_profile(profiles, title="per-component shrinkage of the selected models")
+    fig = plot_spectral_profile(dict(profiles),
+                                title="per-component shrinkage of the selected models")
     path = save_figure_formats(fig, figures / "spectral_profile")[0]
-    summary["profiles"] = {k: v[:200].tolist() for k, v in profiles.items()}
+    summary["profiles"] = {k: v.tolist() for k, v in profiles.items()}
     return path

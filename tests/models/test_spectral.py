@@ -552,3 +552,21 @@ def test_mf_lambda_defaults_to_the_singular_value_at_the_rank_cut(train):
     np.testing.assert_allclose(auto.filter_, explicit.filter_, rtol=1e-12)
     np.testing.assert_allclose(auto.filter_, 1.0 - sigma[9] / sigma[:auto.filter_.size])
     assert auto.filter_.size == 9  # f_k = 0: the taper ends at the cut
+
+
+@pytest.mark.parametrize("rank", [3, 6])
+def test_the_user_side_decomposition_equals_the_item_side(rank):
+    """Fewer users than items: the top components come from XXᵀ (an m³ eigh) and V = XᵀU e^-½;
+    they equal numpy's eigh of G = XᵀX written out here (eigenvalues to 1e-10 of the largest,
+    the same projector)."""
+    rng = np.random.default_rng(11)
+    x = _binary(rng, 30, 90, 0.2)
+    dense = x.toarray().astype(np.float64)
+    values, vectors = np.linalg.eigh(dense.T @ dense)
+    values, vectors = values[::-1][:rank], vectors[:, ::-1][:, :rank]
+    spectrum = compute_spectrum(x, rank=rank, cache=False)
+    assert spectrum.n_components == rank and spectrum.n_items == 90
+    np.testing.assert_allclose(spectrum.eigenvalues, values, rtol=0, atol=1e-10 * values[0])
+    np.testing.assert_allclose(spectrum.vectors.T @ spectrum.vectors, np.eye(rank), atol=1e-10)
+    np.testing.assert_allclose(spectrum.vectors @ spectrum.vectors.T, vectors @ vectors.T,
+                               atol=1e-9)
