@@ -29,6 +29,21 @@ def cpu_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def cpu_model() -> str:
+    """The processor's model name as the kernel reports it ('AMD EPYC', 'Intel(R) Xeon(R) ...'),
+    else platform.processor() (timings are only comparable on the same kind of CPU)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown"
+
+
 def thread_limit() -> int:
     """The threads linrec may start: $LINREC_THREADS when set (a positive integer), else every
     core this process may run on."""

@@ -195,7 +195,7 @@ def environment_info() -> dict[str, Any]:
     versions of the libraries, thread settings, host and time."""
     from datetime import datetime, timezone
 
-    from linrec.hardware import cpu_cores, thread_limit
+    from linrec.hardware import cpu_cores, cpu_model, thread_limit
 
     info: dict[str, Any] = {
         "linrec": source_revision(),
@@ -204,6 +204,7 @@ def environment_info() -> dict[str, Any]:
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
         "libraries": _library_versions(),
+        "cpu": cpu_model(),
         "cpu_cores": cpu_cores(),
         "linrec_threads": thread_limit(),
         "env_threads": {

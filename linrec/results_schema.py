@@ -135,6 +135,8 @@ _ENVIRONMENT = Key("environment", "object", "provenance of the process that ran"
     Key("hostname", "string", "host name"),
     Key("libraries", "object", "versions of the imported distributions", children=(
         Key("<distribution>", "string", "distribution name: version"),)),
+    Key("cpu", "string", "the processor's model name (timings compare on the same kind only)",
+        required=False),
     Key("cpu_cores", "integer", "cores available to the process"),
     Key("linrec_threads", "integer", "threads linrec may start ($LINREC_THREADS or the cores)"),
     Key("env_threads", "object", "thread variables set in the environment", children=(
