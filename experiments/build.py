@@ -1,0 +1,431 @@
+"""Build the results tables of experiments/README.md from the committed run records, so that no
+reported number is typed by hand.
+
+    python experiments/build.py            regenerate every table (and the grid figures)
+    python experiments/build.py --check    exit 1 when a table differs from what the records give
+
+A table sits between `<!-- table: <id> -->` and `<!-- /table -->`; its id names a function of
+TABLES. A table reads only records (experiments/records/, written by experiments/record.py) and
+the published values (experiments/published.toml, each with its source). A result that is not
+in a record is in no table: a row whose runs are not recorded says so and gives its command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from records import RECORDS, load_records, under  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent
+README = ROOT / "README.md"
+PUBLISHED = ROOT / "published.toml"
+FIGURES = ROOT / "figures"
+MARKER = re.compile(r"(<!-- table: (?P<id>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)",
+                    re.DOTALL)
+
+Records = Mapping[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Context:
+    records: Records
+    published: Mapping[str, Any]
+
+
+TABLES: dict[str, Callable[[Context], str]] = {}
+
+
+def table(name: str):
+    def register(function: Callable[[Context], str]) -> Callable[[Context], str]:
+        TABLES[name] = function
+        return function
+    return register
+
+
+# ---------------------------------------------------------------------------------------------
+# formatting
+
+
+def markdown(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def number(value: float | None, digits: int = 5) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    return f"{value:.{digits}f}"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if value >= 120:
+        return f"{value / 60:.1f} min"
+    return f"{value:.1f} s"
+
+
+def signed(value: float, digits: int = 4) -> str:
+    return f"{value:+.{digits}f}".replace("-", "−")
+
+
+def p_value(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+# ---------------------------------------------------------------------------------------------
+# selection over a family's records
+
+
+def metric(record: dict[str, Any], split: str, key: str) -> float | None:
+    return record["splits"].get(split, {}).get("exact", {}).get(key)
+
+
+def selected(records: Records, key: str = "recall@20") -> tuple[str, dict[str, Any]] | None:
+    """The record with the best validation `key` (the family's tuned point), or None."""
+    scored = [(metric(r, "valid", key), name, r) for name, r in records.items()
+              if metric(r, "valid", key) is not None]
+    if not scored:
+        return None
+    _, name, record = max(scored, key=lambda t: (t[0], t[1]))
+    return name, record
+
+
+def swept(records: Records) -> dict[str, list[Any]]:
+    """The model fields whose values differ between the records (a family's grid), with their
+    values in increasing order."""
+    values: dict[str, set] = {}
+    for record in records.values():
+        for key, value in record["config"]["model"].items():
+            if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+                values.setdefault(key, set()).add(value)
+            elif value is None:
+                values.setdefault(key, set()).add("null")
+    return {k: sorted(v, key=lambda x: (isinstance(x, str), x)) for k, v in values.items()
+            if len(v) > 1 and k not in ("seed",)}
+
+
+def setting(record: dict[str, Any], keys: Sequence[str]) -> str:
+    model = record["config"]["model"]
+    return ", ".join(f"{k} = {model.get(k)}" for k in keys) or "defaults"
+
+
+def sweep_command(records: Records) -> str:
+    """One `linrec -m` command that runs every record of a family (their overrides, the swept
+    ones joined by commas), as the records' own commands have them."""
+    per_record = [r["command"].split() for r in records.values()]
+    if len(per_record) == 1:
+        return " ".join(per_record[0])
+    keys: dict[str, list[str]] = {}
+    order: list[str] = []
+    for words in per_record:
+        for word in words[1:]:
+            key, _, value = word.partition("=")
+            if key not in keys:
+                keys[key] = []
+                order.append(key)
+            if value not in keys[key]:
+                keys[key].append(value)
+    parts = []
+    for key in order:
+        values = keys[key]
+        if len(values) > 1:
+            values = sorted(values, key=_numeric_key)
+        parts.append(f"{key}={','.join(values)}" if values != [""] else key)
+    return "linrec -m " + " ".join(parts)
+
+
+def _numeric_key(text: str) -> tuple[int, float | str]:
+    try:
+        return (0, float(text))
+    except ValueError:
+        return (1, text)
+
+
+# ---------------------------------------------------------------------------------------------
+# chapter 3 on Gowalla
+
+
+#: the families of the chapter-3 table: record group -> row label
+CH3_FAMILIES = {
+    "most_popular": "ItemPop (most popular)",
+    "itemknn": "ItemKNN (cosine)",
+    "slim": "SLIM",
+    "ease": "EASE",
+    "dlae": "DLAE",
+    "edlae": "EDLAE (full rank)",
+    "debiased_ease": "debiased EASE",
+    "lrr": "LRR",
+    "puresvd": "PureSVD",
+    "mf_closed": "MF, closed form (eq. 73)",
+    "ials": "iALS",
+    "mf_ccl": "MF-CCL (SimpleX's settings)",
+}
+CH3_KEYS = ("recall@20", "ndcg@20")
+
+
+def ch3_group(context: Context, family: str) -> Records:
+    found = under(context.records, f"ch3/{family}")
+    return {k: v for k, v in found.items() if "/compare/" not in k}
+
+
+@table("ch3-gowalla")
+def ch3_gowalla(context: Context) -> str:
+    rows = []
+    for family, label in CH3_FAMILIES.items():
+        group = ch3_group(context, family)
+        best = selected(group)
+        published = context.published.get("gowalla", {}).get(family)
+        shown = (f"{published['recall20']:.4f} / {published['ndcg20']:.4f} "
+                 f"({published['source']})" if published else "–")
+        if best is None:
+            rows.append([label, "not recorded yet", "–", "–", "–", shown, "–"])
+            continue
+        name, record = best
+        keys = list(swept(group))
+        environment = record["environment"]
+        rows.append([
+            label,
+            f"{setting(record, keys)} (of {len(group)})" if keys else "–",
+            number(metric(record, "valid", "recall@20")),
+            f"**{number(metric(record, 'test', 'recall@20'))} / "
+            f"{number(metric(record, 'test', 'ndcg@20'))}**",
+            shown,
+            seconds(record["timings"].get("fit")),
+            f"{environment['cpu']}, {environment['threads']} thread(s)",
+        ])
+    return markdown(["model", "selected on validation Recall@20", "valid R@20",
+                     "test R@20 / N@20", "published R@20 / N@20 (selected on test)", "fit",
+                     "machine"], rows)
+
+
+@table("ch3-commands")
+def ch3_commands(context: Context) -> str:
+    lines = ["```bash"]
+    for family in CH3_FAMILIES:
+        group = ch3_group(context, family)
+        if group:
+            lines.append(sweep_command(group))
+    lines.append("```")
+    return "\n".join(lines) + "\n"
+
+
+@table("ch3-grids")
+def ch3_grids(context: Context) -> str:
+    """Every recorded grid point of every family: the validation value that selected, and the
+    test values beside it (not used for the selection)."""
+    rows = []
+    for family, label in CH3_FAMILIES.items():
+        group = ch3_group(context, family)
+        keys = list(swept(group))
+        if len(group) < 2:
+            continue
+        best = selected(group)
+        for name, record in sorted(group.items(), key=lambda kv: _grid_order(kv[1], keys)):
+            mark = " ◀" if best and name == best[0] else ""
+            rows.append([label, setting(record, keys) + mark,
+                         number(metric(record, "valid", "recall@20")),
+                         number(metric(record, "test", "recall@20")),
+                         number(metric(record, "test", "ndcg@20")),
+                         seconds(record["timings"].get("fit"))])
+    return markdown(["model", "setting (◀ selected)", "valid R@20", "test R@20", "test N@20",
+                     "fit"], rows)
+
+
+def _grid_order(record: dict[str, Any], keys: Sequence[str]) -> tuple:
+    model = record["config"]["model"]
+    return tuple(_numeric_key(str(model.get(k))) for k in keys)
+
+
+# ---------------------------------------------------------------------------------------------
+# chapter 4 on Gowalla: Table 12's column
+
+
+#: Table 12's Gowalla rows: record group below ch4/ -> label
+CH4_LOSSES = {
+    "ccl": "CCL", "debiased_ccl": "debiased CCL", "mse": "MSE", "debiased_mse": "debiased MSE",
+    "infonce": "InfoNCE", "debiased_infonce": "debiased InfoNCE", "mine": "MINE",
+    "mine_plus": "MINE+",
+}
+
+
+def mean_std(values: Sequence[float]) -> str:
+    import statistics
+
+    if len(values) == 1:
+        return number(values[0])
+    return f"{statistics.fmean(values):.5f} ± {statistics.stdev(values):.5f}"
+
+
+@table("ch4-gowalla")
+def ch4_gowalla(context: Context) -> str:
+    """Each loss of Table 12 on Gowalla: the published value and linrec's, as the mean ± std
+    over the recorded seeds of one configuration."""
+    published = context.published.get("table12_gowalla", {})
+    rows = []
+    for loss, label in CH4_LOSSES.items():
+        group = under(context.records, f"ch4/{loss}")
+        shown = published.get(loss)
+        shown = f"{shown['recall20']:.4f} / {shown['ndcg20']:.4f}" if shown else "–"
+        if not group:
+            rows.append([label, shown, "not recorded yet", "–", "–", "–"])
+            continue
+        records = list(group.values())
+        recall = [metric(r, "test", "recall@20") for r in records]
+        ndcg = [metric(r, "test", "ndcg@20") for r in records]
+        epochs = sorted({(len(r["training"]["epochs"]), r["training"]["best_epoch"])
+                         for r in records if r.get("training")})
+        rows.append([label, shown, f"{mean_std(recall)} / {mean_std(ndcg)}", len(records),
+                     records[0].get("training", {}).get("selected_on", "–"),
+                     ", ".join(f"{b} of {e}" for e, b in epochs) or "–"])
+    return markdown(["loss", "Table 12 R@20 / N@20", "linrec test R@20 / N@20", "seeds",
+                     "epochs selected on", "best epoch"], rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# findings
+
+
+@table("findings")
+def findings(context: Context) -> str:
+    rows = []
+    ranked = []
+    for family, label in CH3_FAMILIES.items():
+        best = selected(ch3_group(context, family))
+        if best is not None:
+            ranked.append((metric(best[1], "test", "recall@20"), label, family, best))
+    ranked.sort(reverse=True)
+    if len(ranked) >= 2:
+        (r1, l1, f1, b1), (r2, l2, f2, b2) = ranked[:2]
+        comparison = context.records.get(f"ch3/compare/{f1}_vs_{f2}")
+        if comparison:
+            m = comparison["metrics"]["recall@20"]
+            spread = (f"95 % interval over {comparison['users']} users "
+                      f"[{signed(m['interval95'][0])}, {signed(m['interval95'][1])}]")
+            test = f"paired t p = {p_value(m['paired_t_p'])}, Wilcoxon p = " \
+                   f"{p_value(m['wilcoxon_p'])}"
+        else:
+            spread = "not measured (no per-user record of the pair)"
+            test = "–"
+        rows.append([
+            "Which linear model ranks best on Gowalla, each tuned on a 10 % validation split?",
+            f"{l1} (test Recall@20 {number(r1, 4)}), then {l2} ({number(r2, 4)}), of the "
+            f"{len(ranked)} of {len(CH3_FAMILIES)} models recorded",
+            f"{signed(r1 - r2)} Recall@20",
+            spread, "deterministic fits", test, "[table](#chapter-3-on-real-data)"])
+    ease = selected(ch3_group(context, "ease"))
+    published = context.published.get("gowalla", {}).get("ease")
+    if ease and published:
+        value = metric(ease[1], "test", "recall@20")
+        rows.append([
+            "Does EASE tuned on validation (and trained without the validation items) reach "
+            "BARS' EASE, tuned on test?",
+            "below it" if value < published["recall20"] else "at or above it",
+            f"{signed(value - published['recall20'])} Recall@20",
+            "–", "deterministic fit", "–", "[table](#chapter-3-on-real-data)"])
+    if not rows:
+        return "No finding yet: no records.\n"
+    return markdown(["question", "answer", "effect", "spread", "seeds", "test", "table"], rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# the build
+
+
+def build_text(text: str, context: Context, where: str) -> str:
+    def replace(match: re.Match) -> str:
+        name = match.group("id")
+        if name not in TABLES:
+            raise SystemExit(f"{where}: unknown table {name!r}; known: {sorted(TABLES)}")
+        return match.group(1) + TABLES[name](context) + match.group(4)
+
+    return MARKER.sub(replace, text)
+
+
+def heat_maps(context: Context, out: Path = FIGURES) -> list[Path]:
+    """experiments/figures/ch3_<family>.png: validation Recall@20 over a two-parameter grid."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    written = []
+    for family, label in CH3_FAMILIES.items():
+        group = ch3_group(context, family)
+        keys = list(swept(group))
+        if len(keys) != 2:
+            continue
+        rows_key, cols_key = keys
+        rows, cols = swept(group)[rows_key], swept(group)[cols_key]
+        values = np.full((len(rows), len(cols)), np.nan)
+        for record in group.values():
+            model = record["config"]["model"]
+            values[rows.index(model[rows_key]), cols.index(model[cols_key])] = \
+                metric(record, "valid", "recall@20")
+        fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(cols), 1.0 + 0.6 * len(rows)))
+        image = ax.imshow(values, cmap="viridis", aspect="auto")
+        ax.set_xticks(range(len(cols)), [str(c) for c in cols])
+        ax.set_yticks(range(len(rows)), [str(r) for r in rows])
+        ax.set_xlabel(cols_key)
+        ax.set_ylabel(rows_key)
+        for i in range(len(rows)):
+            for j in range(len(cols)):
+                if np.isfinite(values[i, j]):
+                    ax.text(j, i, f"{values[i, j]:.4f}", ha="center", va="center", fontsize=7,
+                            color="white")
+        ax.set_title(f"{label}: validation Recall@20 (Gowalla)", fontsize=9)
+        fig.colorbar(image, ax=ax, shrink=0.8)
+        fig.tight_layout()
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"ch3_{family}.png"
+        fig.savefig(path, dpi=110, metadata={"Software": None})
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 when a table differs from what the records give")
+    parser.add_argument("--records", type=Path, default=RECORDS)
+    parser.add_argument("--readme", type=Path, default=README)
+    args = parser.parse_args(argv)
+    context = Context(load_records(args.records), tomllib.loads(PUBLISHED.read_text()))
+    text = args.readme.read_text()
+    built = build_text(text, context, str(args.readme))
+    if args.check:
+        if built != text:
+            changed = [m.group("id") for m, n in zip(MARKER.finditer(text),
+                                                     MARKER.finditer(built), strict=True)
+                       if m.group("body") != n.group("body")]
+            print(f"build: {args.readme} differs from its records in table(s) "
+                  f"{', '.join(changed)}; run python experiments/build.py", file=sys.stderr)
+            return 1
+        print(f"build: {args.readme}: every table matches its {len(context.records)} records")
+        return 0
+    args.readme.write_text(built)
+    figures = heat_maps(context)
+    print(f"build: {args.readme} from {len(context.records)} records; "
+          f"{len(figures)} figure(s) in {FIGURES}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""experiments/build.py: the results tables of experiments/README.md are what the committed run
+records give (`--check`), and a changed number in one record makes the check fail, naming the
+table; experiments/record.py writes a record from a run directory with the command that
+regenerates it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "experiments" / "build.py"
+RECORD = ROOT / "experiments" / "record.py"
+
+
+def _build(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BUILD), *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_the_readme_tables_are_what_the_records_give():
+    done = _build("--check")
+    assert done.returncode == 0, done.stderr
+
+
+def test_one_changed_number_in_one_record_fails_the_check(tmp_path):
+    records = tmp_path / "records"
+    shutil.copytree(ROOT / "experiments" / "records", records)
+    readme = tmp_path / "README.md"
+    shutil.copy2(ROOT / "experiments" / "README.md", readme)
+    assert _build("--check", "--records", str(records), "--readme", str(readme)).returncode == 0
+    path = sorted((records / "ch3" / "ease").glob("*.json"))[0]
+    record = json.loads(path.read_text())
+    record["splits"]["test"]["exact"]["recall@20"] += 1e-4
+    path.write_text(json.dumps(record, indent=1))
+    done = _build("--check", "--records", str(records), "--readme", str(readme))
+    assert done.returncode == 1
+    assert "differs from its records in table(s)" in done.stderr and "ch3-gowalla" in done.stderr
+
+
+def test_a_record_from_a_run_directory_holds_its_command(tmp_path):
+    from tests.conftest import run_command
+
+    done = run_command(tmp_path, "data.source.n_users=300", "data.source.n_items=100",
+                       "eval.sampled.enabled=false", "model.lam=50", "hydra.run.dir=run")
+    assert done.returncode == 0, done.stderr
+    subprocess.run([sys.executable, str(RECORD), str(tmp_path / "run"), "--as", "t/ease",
+                    "--root", str(tmp_path / "records")], check=True, capture_output=True,
+                   timeout=120)
+    record = json.loads((tmp_path / "records" / "t" / "ease.json").read_text())
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert record["command"] == ("linrec data.source.n_users=300 data.source.n_items=100 "
+                                 "eval.sampled.enabled=false model.lam=50")
+    assert record["splits"]["test"]["exact"] == results["splits"]["test"]["exact"]
+    assert record["environment"]["cpu"] == results["environment"]["cpu"]
+    assert set(record) == {"format", "name", "command", "model", "dataset", "seed", "config",
+                           "selection", "splits", "timings", "environment"}  # no ranks, no model
+    assert set(record["splits"]["test"]) == {"exact", "n_users"}
