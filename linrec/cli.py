@@ -200,7 +200,7 @@ def _skip_complete(plain: dict, run_dir: Path) -> tuple[bool, float | None]:
 
     done = sweeps.complete_result(run_dir, run_config(plain).to_dict())
     if done is not None:
-        log.info("%s: complete, skipped (resume=false runs it again)", run_dir)
+        print(f"linrec: {run_dir}: complete, skipped (resume=false runs it again)")
         return True, sweeps.recorded_selection(done)
     sweeps.clear_outputs(run_dir)
     return False, None
@@ -244,7 +244,8 @@ def _task(cfg) -> float | None:
         with interrupts.signals_raise(), sweeps.thread_budget(n_jobs), tracking.tracked(
                 plain.get("tracking"), plain, run_dir,
                 sweep_dir=hydra_cfg.sweep.dir if sweeping else None) as tracker:
-            value = run(plain, run_dir=run_dir, overrides=list(hydra_cfg.overrides.task))
+            value = run(plain, run_dir=run_dir, overrides=list(hydra_cfg.overrides.task),
+                        in_sweep=sweeping)
             if tracker is not None:
                 tracker.finish(run_dir, read_results(run_dir / RESULTS_FILE))
             return value
@@ -367,9 +368,22 @@ def main() -> None:
                 if checked.config is not None else contextlib.nullcontext():
             hydra.main(config_path=config_dir(), config_name="config", **version_base())(_task)()
     except SystemExit as stop:  # a signal, or Hydra stopped on an error: list the sweep first
+        _print_sweep_table()
         _exit_listing_failures(stop.code)
         raise
+    _print_sweep_table()
     _exit_listing_failures(0)
+
+
+def _print_sweep_table() -> None:
+    """After a sweep (not a single run): the table of its jobs (`sweeps.sweep_table`)."""
+    from linrec.sweeps import SweepCallback, sweep_table
+
+    last = SweepCallback.last
+    if last:
+        lines = sweep_table(last["dir"], last["started"])
+        if lines:
+            print("\n" + "\n".join(lines))
 
 
 def _load_plugins_or_exit(command: str, specs: Sequence[str] = ()) -> None:
@@ -469,7 +483,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
     from linrec.config import register_configs, run_config
     from linrec.external import evaluate_run_file
     from linrec.plugins import plugins_in_overrides
-    from linrec.results import format_run_table
+    from linrec.results import print_run
 
     _load_plugins_or_exit("linrec-evaluate", plugins_in_overrides(overrides))
     register_configs()
@@ -494,8 +508,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"linrec-evaluate: error: {os_error_text(exc)}", file=sys.stderr)
         return 2
-    if not record["config"].get("quiet"):
-        print(format_run_table(record))
-    print(f"results: {run_dir / 'results.json'}")
+    print_run(record, run_dir / "results.json", quiet=record["config"].get("quiet", False),
+              verbose=record["config"].get("verbose", False))
     return 0
 

@@ -51,7 +51,9 @@ class RunConfig(Params):
     save_ranks: bool = param(True, doc="write ranks.npz (global rank of every held-out item)")
     figures: bool = param(True, doc="write the run's figures (PNG and PDF) into its directory")
     save_model: bool = param(False, doc="write model.pkl")
-    quiet: bool = param(False, doc="do not print the table")
+    quiet: bool = param(False, doc="print only where results.json is")
+    verbose: bool = param(False, doc="print the full tables (every metric and K of every "
+                                     "split, every estimator) instead of the summary")
     resume: bool = param(True, doc="continue what an earlier run of the same command left "
                                    "(complete sweep jobs, epoch checkpoints); false: start over")
     study: Any = param(None, doc="a study instead of one run (set by experiment= presets)")

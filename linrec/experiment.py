@@ -13,15 +13,16 @@ from typing import Any
 from linrec.config import run_config
 from linrec.fitting import fit_and_evaluate, training_record
 from linrec.plugins import load_plugins
-from linrec.results import format_run_table, run_record, write_run
+from linrec.results import print_run, run_record, write_run
 
 log = logging.getLogger("linrec")
 
 
-def run(cfg: Any, run_dir: str | Path, overrides: Sequence[str] = ()) -> float | None:
+def run(cfg: Any, run_dir: str | Path, overrides: Sequence[str] = (), *,
+        in_sweep: bool = False) -> float | None:
     """Execute one configured run (cfg: a Hydra DictConfig, a mapping or a RunConfig) and write
     its run directory. Returns the validation value of `eval.selection` (test if the data has
-    no validation split)."""
+    no validation split). A sweep's job (`in_sweep`) prints one line, not the summary."""
     from linrec.data.pipeline import prepare_data
 
     specs = cfg.get("plugins") if isinstance(cfg, Mapping) else getattr(cfg, "plugins", None)
@@ -45,7 +46,5 @@ def run(cfg: Any, run_dir: str | Path, overrides: Sequence[str] = ()) -> float |
     path = write_run(run_dir, record, report, save_ranks=config.save_ranks,
                      per_user=config.eval.save_per_user, figures=config.figures,
                      model=model if config.save_model else None)
-    if not config.quiet:
-        print(format_run_table(record))
-        print(f"results: {path}")
+    print_run(record, path, quiet=config.quiet, verbose=config.verbose, in_sweep=in_sweep)
     return report.selection_value

@@ -130,7 +130,8 @@ def plot_sampled_curves(setting: Mapping[str, Any], metric: str, title: str | No
     ax.plot(ks, exact, color="black", lw=2.0, label="exact")
     for i, (name, by_metric) in enumerate((n, c) for n, c in curves.items() if n != "exact"):
         style = {"ls": "--", "color": "0.5"} if name == "naive" else {"color": f"C{i}"}
-        ax.plot(ks, by_metric[metric], lw=1.2, label=name, **style)
+        ax.plot(ks, np.asarray(by_metric[metric], dtype=np.float64), lw=1.2, label=name,
+                **style)
     ax.set_xlabel("K")
     ax.set_ylabel(f"{metric}@K")
     ax.set_title(title or _setting_title(setting))
@@ -155,7 +156,8 @@ def plot_relative_errors(setting: Mapping[str, Any], metric: str, title: str | N
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     for i, (name, by_metric) in enumerate((n, c) for n, c in curves.items() if n != "exact"):
-        err = 100 * np.abs(np.asarray(by_metric[metric])[defined] / exact[defined] - 1)
+        estimate = np.asarray(by_metric[metric], dtype=np.float64)  # None (diverged): NaN
+        err = 100 * np.abs(estimate[defined] / exact[defined] - 1)
         style = {"ls": "--", "color": "0.5"} if name == "naive" else {"color": f"C{i}"}
         ax.plot(ks[defined], err, lw=1.2, label=name, **style)
     ax.set_yscale("log")

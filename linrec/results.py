@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from linrec.atomic import atomic_open, write_text_atomic
+from linrec.console import cell, text_table
 from linrec.errors import DataError
 from linrec.plugins import loaded_plugins
 
@@ -324,50 +325,152 @@ def _metric_grid(
     return names, sorted(ks), cells
 
 
-def format_run_table(record: Mapping[str, Any]) -> str:
-    """The run's printed summary: exact metric x K per split, then exact vs sampled estimates."""
+def _headline(record: Mapping[str, Any]) -> list[str]:
     ds = record.get("dataset", {})
-    lines = [
-        f"linrec: {record.get('model')} on {ds.get('name')} "
-        f"({ds.get('n_users')} users, {ds.get('n_items')} items, "
-        f"{ds.get('n_interactions')} interactions); fit {record['timings'].get('fit', 0):.2f}s, "
-        f"evaluate {record['timings'].get('evaluate', 0):.2f}s"
-    ]
+    held = ", ".join(f"{split} {ds[f'{split}_targets']:,}"
+                     for split in ("valid", "test") if f"{split}_targets" in ds)
+    timings = record.get("timings", {})
+    return [f"linrec: {record.get('model')} on {ds.get('name')}: {ds.get('n_users', 0):,} users "
+            f"x {ds.get('n_items', 0):,} items, {ds.get('n_interactions', 0):,} interactions "
+            f"(train {ds.get('n_train_interactions', 0):,}; held out: {held})",
+            f"fit {timings.get('fit', 0):.2f} s, evaluate {timings.get('evaluate', 0):.2f} s"]
+
+
+def _estimate(sampled: Mapping[str, Any], estimator: str, key: str) -> Any:
+    entry = sampled["estimators"][estimator]["metrics"].get(key)
+    if entry is None:
+        return None
+    return "diverged" if entry.get("status") == "diverged" else entry.get("mean")
+
+
+def best_estimator(sampled: Mapping[str, Any]) -> str | None:
+    """The estimator (not the naive metric) with the lowest mean ARE over the curve metrics of
+    a sampled setting of results.json; None when none has a finite one."""
+    scored = []
+    for name, entry in sampled.get("estimators", {}).items():
+        values = [v.get("mean") for v in entry.get("are", {}).values()]
+        if name != "naive" and values and all(v is not None for v in values):
+            scored.append((sum(values) / len(values), name))
+    return min(scored)[1] if scored else None
+
+
+def format_job_line(record: Mapping[str, Any], path: str | Path) -> str:
+    """One line for a sweep's job: its selection value, its test value of the same metric and
+    where its results.json is."""
+    selection = record.get("selection") or {}
+    metric, value = selection.get("metric"), selection.get("value")
+    test = record.get("splits", {}).get("test", {}).get("exact", {}).get(metric)
+    parts = [f"{selection.get('split')} {metric} {cell(value)}"]
+    if selection.get("split") != "test" and test is not None:
+        parts.append(f"test {metric} {cell(test)}")
+    return f"linrec: {record.get('model')}: {', '.join(parts)}; results: {path}"
+
+
+def format_run_summary(record: Mapping[str, Any], path: str | Path | None = None) -> str:
+    """What a run prints by default (about 20 lines): what ran, the test split's exact metrics
+    at K = 10, 20 and the selection's K, the naive sampled metric and the best estimator beside
+    the exact target-level value at 20, how training ended, and where results.json is."""
+    lines = _headline(record)
+    splits = record.get("splits", {})
+    split = "test" if "test" in splits else next(iter(splits), None)
+    selection = record.get("selection") or {}
+    if split is not None:
+        names, ks, cells = _metric_grid(splits[split].get("exact", {}))
+        _, _, selection_k = str(selection.get("metric", "")).partition("@")
+        shown = [k for k in ks if k in (10, 20) or (selection_k and k == int(selection_k))]
+        rows = [[name, *(cell(cells.get((name, k))) for k in shown)] for name in names
+                if any((name, k) in cells for k in shown)]
+        value = selection.get("value")
+        lines += ["", *text_table([f"{split}, exact", *(f"K={k}" for k in shown)], rows)]
+        extra = [f"{name} {cell(cells[(name, 0)])}" for name in names if (name, 0) in cells]
+        if value is not None:
+            extra.append(f"selection: {selection['metric']} on {selection['split']} = "
+                         f"{cell(value)}")
+        if extra:
+            lines.append("; ".join(extra))
+        for label, sampled in (splits[split].get("sampled") or {}).items():
+            best = best_estimator(sampled)
+            k = min(20, int(sampled.get("protocol", {}).get("k_max", 20)))
+            keys = [key for key in sampled.get("exact", {}) if key.endswith(f"@{k}")]
+            estimators = [e for e in ("naive", best) if e in sampled.get("estimators", {})]
+            if not keys or not estimators:
+                continue
+            rows = [[key, cell(sampled["exact"][key]),
+                     *(cell(_estimate(sampled, e, key)) for e in estimators)] for key in keys]
+            header = [f"{split}, sampled {label}", "exact"] + \
+                [e if e == "naive" else f"{e} (best ARE)" for e in estimators]
+            lines += ["", *text_table(header, rows)]
+        training = record.get("training")
+        if training:
+            lines += ["", training_line(training)]
+    lines += ["", f"results: {path}" if path else "",
+              "full tables: verbose=true; many runs: linrec-report <dir>"]
+    return "\n".join(line for line in lines if line is not None).rstrip() + "\n"
+
+
+def training_line(training: Mapping[str, Any]) -> str:
+    """'training: stopped early after epoch 12 of 100 (...); kept epoch 9, valid recall@20
+    0.2136' from the training block of results.json."""
+    epochs = training.get("epochs") or []
+    last = epochs[-1]["epoch"] if epochs else 0
+    reason = {"epochs": "ran every epoch", "early_stopping": "stopped early",
+              "min_lr": "stopped at the learning rate's floor"}.get(
+        training.get("stop_reason"), f"stopped ({training.get('stop_reason')})")
+    metric = (training.get("validation") or {}).get("metric", "")
+    kept = training.get("best_epoch")
+    value = next((e.get(training.get("selected_on", "valid")) for e in epochs
+                  if e.get("epoch") == kept), None)
+    shown = f", {training.get('selected_on', 'valid')} {metric} {value:.4f}" \
+        if isinstance(value, float) else ""
+    resumed = f", resumed from epoch {training['resumed_from']}" \
+        if training.get("resumed_from") else ""
+    return (f"training: {reason} after epoch {last}{resumed}; kept epoch {kept}{shown}")
+
+
+def print_run(record: Mapping[str, Any], path: str | Path, *, quiet: bool = False,
+              verbose: bool = False, in_sweep: bool = False) -> None:
+    """What a finished run prints: the summary (`format_run_summary`), the full tables
+    (`verbose`), one line for a sweep's job (the sweep ends with a table of its jobs) or,
+    `quiet`, only where results.json is."""
+    if quiet:
+        print(f"results: {path}")
+    elif in_sweep and not verbose:
+        print(format_job_line(record, path))
+    elif verbose:
+        print(format_run_table(record))
+        print(f"results: {path}")
+    else:
+        print(format_run_summary(record, path), end="")
+
+
+def format_run_table(record: Mapping[str, Any]) -> str:
+    """The run's full tables (`verbose=true`): exact metric x K per split, then per sampled
+    setting the exact target-level values beside every estimator's mean and their ARE."""
+    lines = _headline(record)
     for split_name, block in record.get("splits", {}).items():
         names, ks, cells = _metric_grid(block.get("exact", {}))
-        header = f"{split_name + ' (exact)':<18}" + "".join(
-            f"{('K=' + str(k)) if k else '':>9}" for k in ks
-        )
-        lines += ["", header]
-        for name in names:
-            row = "".join(
-                f"{cells[(name, k)]:>9.4f}" if (name, k) in cells else " " * 9 for k in ks
-            )
-            lines.append(f"{name:<18}{row}")
+        rows = [[name, *(cell(cells.get((name, k))) if (name, k) in cells else "" for k in ks)]
+                for name in names]
+        lines += ["", *text_table([f"{split_name}, exact", *(f"K={k}" if k else "" for k in ks)],
+                                  rows)]
         for label, sampled in (block.get("sampled") or {}).items():
-            lines += ["", _format_sampled(split_name, label, sampled)]
+            lines += ["", *_format_sampled(split_name, label, sampled)]
+    if record.get("training"):
+        lines += ["", training_line(record["training"])]
     return "\n".join(lines)
 
 
-def _format_sampled(split_name: str, label: str, sampled: Mapping[str, Any]) -> str:
+def _format_sampled(split_name: str, label: str, sampled: Mapping[str, Any]) -> list[str]:
     proto = sampled.get("protocol", {})
     estimators = list(sampled.get("estimators", {}))
-    head = (
-        f"{split_name} sampled, {label} ({proto.get('method')}), {proto.get('repeats')} repeats, "
-        f"target-level metrics; mean over repeats (ARE = avg. relative error over "
-        f"K=1..{proto.get('k_max')}, %)"
-    )
-    lines = [head, f"{'':<14}{'exact':>9}" + "".join(f"{e:>13}" for e in estimators)]
-    for key, exact in sampled.get("exact", {}).items():
-        cells = "".join(
-            f"{sampled['estimators'][e]['metrics'].get(key, {}).get('mean', float('nan')):>13.4f}"
-            for e in estimators
-        )
-        lines.append(f"{key:<14}{exact:>9.4f}{cells}")
+    head = (f"{split_name}, sampled {label} ({proto.get('method')}), {proto.get('repeats')} "
+            f"repeats, target-level metrics, mean over repeats; ARE = average relative error "
+            f"over K = 1..{proto.get('k_max')}, %")
+    rows = [[key, cell(exact), *(cell(_estimate(sampled, e, key)) for e in estimators)]
+            for key, exact in sampled.get("exact", {}).items()]
     for metric in proto.get("metrics", []):
-        cells = "".join(
-            f"{sampled['estimators'][e]['are'].get(metric, {}).get('mean', float('nan')):>13.1f}"
-            for e in estimators
-        )
-        lines.append(f"{'ARE ' + metric:<14}{'':>9}{cells}")
-    return "\n".join(lines)
+        are = [sampled["estimators"][e]["are"].get(metric, {}) for e in estimators]
+        rows.append([f"ARE {metric}", "",
+                     *("diverged" if a.get("status") == "diverged" else cell(a.get("mean"), 1)
+                       for a in are)])
+    return [head, *text_table(["", "exact", *estimators], rows)]

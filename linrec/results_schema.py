@@ -41,8 +41,12 @@ class Key:
 
 
 def _stats(what: str) -> tuple[Key, ...]:
-    return (Key("mean", "number", f"mean of {what} over the repeats"),
-            Key("std", "number", f"standard deviation of {what} over the repeats"))
+    return (Key("mean", "number|null", f"mean of {what} over the repeats; null when it "
+                "diverged"),
+            Key("std", "number|null", f"standard deviation of {what} over the repeats; null "
+                "when it diverged"),
+            Key("status", "string", "`diverged`: a repeat's value was not finite or (an "
+                "estimate) outside [0, 1], so no number is reported", required=False))
 
 
 _METRIC_AT_K = r"[a-z_]+@\d+"
@@ -86,7 +90,8 @@ _SAMPLED = Key("<setting>", "object", "one sampled setting: `n=<size>` per sampl
             )),)),
     Key("curves", "object", "mean curves T@1..k_max for the figures", children=(
         Key("<curve>", "object", "`exact` or an estimator", children=(
-            Key("<metric>", "list", "k_max values, T@1 first"),)),)),
+            Key("<metric>", "list", "k_max values, T@1 first; null at a K where an estimator "
+                "diverged"),)),)),
     Key("rank_histogram", "object|null", "counts of the sampled ranks of the first repeat",
         children=(Key("rank", "list", "sampled rank"), Key("count", "list", "how often"))),
     Key("timings", "object", "seconds per estimator", children=(

@@ -256,6 +256,65 @@ def unfinished_jobs(sweep_dir: Path, since: float) -> list[tuple[Path, str]]:
     return sorted(out.items())
 
 
+def sweep_table(sweep_dir: Path, since: float | None = None) -> list[str]:
+    """The lines that end a sweep: one row per job of `sweep_dir` with the values the jobs
+    differ in, its selection value (the best marked) and its test value of the same metric;
+    the jobs that failed or left no results (since `since`, when given) below it."""
+    import yaml
+
+    from linrec.console import cell, text_table
+
+    jobs = []
+    for job, _, _ in _jobs(sweep_dir):
+        overrides = yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()) or []
+        values = dict(o.split("=", 1) for o in overrides if "=" in o)
+        record = None
+        if (job / RESULTS_FILE).is_file():
+            try:
+                record = json.loads((job / RESULTS_FILE).read_text())
+            except (OSError, ValueError):
+                record = None
+        jobs.append((job, values, record))
+    if not jobs:
+        return []
+    keys = [k for k in dict.fromkeys(k for _, v, _ in jobs for k in v)
+            if len({v.get(k) for _, v, _ in jobs}) > 1 and not _ignored(f"{k}=")]
+    complete = [(j, v, r) for j, v, r in jobs if r is not None]
+    metric = next(((r.get("selection") or {}).get("metric") for _, _, r in complete), None)
+    split = next(((r.get("selection") or {}).get("split") for _, _, r in complete), "valid")
+    values = [recorded_selection(r) for _, _, r in complete]
+    best = max((v for v in values if v is not None), default=None)
+    def order(job: tuple[Path, dict[str, str], Any]) -> tuple:
+        return tuple(_sortable(job[1].get(k, "")) for k in keys) or (job[0].name,)
+
+    rows = []
+    for job, overrides, record in sorted(jobs, key=order):
+        if record is None:
+            continue
+        value = recorded_selection(record)
+        test = (record.get("splits", {}).get("test", {}).get("exact", {})).get(metric)
+        labels = [overrides.get(k, "") for k in keys] if keys else [job.name]
+        rows.append([*labels, cell(value),
+                     "◀ best" if value is not None and value == best else "",
+                     cell(test) if split != "test" else ""])
+    header = [*(keys or ["job"]), f"{split} {metric}", "", f"test {metric}"
+              if split != "test" else ""]
+    lines = [f"sweep {sweep_dir}: {len(complete)} of {len(jobs)} job(s) complete",
+             *text_table(header, rows, left=len(keys or ["job"]))]
+    unfinished = unfinished_jobs(sweep_dir, since) if since is not None else [
+        (j, NO_RESULTS) for j, _, r in jobs if r is None and not (j / FAILED_FILE).exists()]
+    return lines if not unfinished else [*lines, f"{len(unfinished)} job(s) without results "
+                                         "(listed below)"]
+
+
+def _sortable(text: str) -> tuple[int, float | str]:
+    """Numbers in numeric order before text in text order."""
+    try:
+        return (0, float(text))
+    except ValueError:
+        return (1, text)
+
+
 def mark_abandoned(sweep_dir: Path, reason: str) -> list[Path]:
     """Write a FAILED marker (`reason`) into every job directory below sweep_dir that an earlier
     command started and left without any outcome (its process was killed), for a sweeper that

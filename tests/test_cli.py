@@ -422,3 +422,56 @@ def test_the_run_of_the_precheck_composition_is_the_run_hydra_composes(tmp_path,
             "config": record["config"]}
     assert runs["reused"] == runs["hydra"]
     assert "- hydra.mode=RUN" in runs["reused"]["hydra.yaml"]
+
+
+def test_the_default_run_prints_a_short_summary(tmp_path):
+    """At most 30 lines: what ran, the test metrics, the sampled estimates beside the exact
+    target-level value, the selection and where results.json is, with the values results.json
+    holds."""
+    done = run_command(tmp_path, "hydra.run.dir=run")
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert len(lines) <= 30, done.stdout
+    record = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert f"results: {tmp_path / 'run' / 'results.json'}" in lines or \
+        "results: run/results.json" in lines
+    recall = next(line for line in lines if line.startswith("recall "))
+    assert f"{record['splits']['test']['exact']['recall@20']:.4f}" in recall.split()
+    assert not done.stderr.strip(), done.stderr  # no log line on the terminal
+
+
+def test_a_sweep_ends_with_a_table_of_its_jobs(tmp_path):
+    done = run_command(tmp_path, "-m", *SMALL, "eval.sampled.enabled=false",
+                       "model.lam=30,100,300,1000", "hydra.sweep.dir=sweep")
+    assert done.returncode == 0, done.stderr
+    table = done.stdout[done.stdout.index("sweep "):].splitlines()
+    assert table[0].endswith("4 of 4 job(s) complete")
+    assert [row.split()[0] for row in table[2:]] == ["30", "100", "300", "1000"]
+    values = {row.split()[0]: float(row.split()[1]) for row in table[2:]}
+    best = next(row.split()[0] for row in table[2:] if "◀ best" in row)
+    assert values[best] == max(values.values())
+
+
+def test_diverged_estimates_are_marked_not_reported(tmp_path):
+    """With all nine fixed-size estimators, `ls` diverges on this data: no estimate outside
+    [0, 1] is a number in results.json, and no printed line runs two numbers together."""
+    import re
+
+    nine = "eval.sampled.estimators=[naive,unbiased_rank,ls,cls,bv,mle,mes,mn_mle,mn_mes]"
+    done = run_command(tmp_path, *SMALL, nine, "verbose=true", "hydra.run.dir=run")
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "run" / "results.json").read_text())
+    sampled = record["splits"]["test"]["sampled"]["n=20"]
+    diverged = 0
+    for entry in sampled["estimators"].values():
+        for estimate in entry["metrics"].values():
+            if estimate.get("status") == "diverged":
+                diverged += 1
+                assert estimate["mean"] is None
+            else:
+                assert 0.0 <= estimate["mean"] <= 1.0
+    assert diverged, "ls was expected to diverge here"
+    for curve in sampled["curves"].values():
+        assert all(v is None or 0.0 <= v <= 1.0 for values in curve.values() for v in values)
+    assert "diverged" in done.stdout
+    assert not re.search(r"\d\.\d{4}[-\d]", done.stdout), done.stdout

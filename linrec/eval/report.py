@@ -21,6 +21,13 @@ from linrec.eval.ranks import RankTable
 SAMPLED_REPORT_KS = (1, 5, 10, 20, 50)
 
 
+def valid_estimates(values: np.ndarray) -> np.ndarray:
+    """Per K, whether every repeat's estimate can be a metric's value (finite, in [0, 1]):
+    values (repeats, k_max) -> bool (k_max,)."""
+    values = np.asarray(values, dtype=np.float64)
+    return np.all(np.isfinite(values) & (values >= 0.0) & (values <= 1.0), axis=0)
+
+
 @dataclass
 class SampledSetting:
     """One sampled setting ('n=100' or 'adaptive') of one split.
@@ -58,13 +65,23 @@ class SampledSetting:
                          for c in self.curves[estimator][metric]])
 
     def to_json(self) -> dict[str, Any]:
+        """The setting's block of results.json. An estimate that cannot be a metric's value
+        (a repeat outside [0, 1] or not finite at that K: an estimator that diverged, as LS can
+        on few samples per rank) is written as null with `"status": "diverged"`, never as a
+        number; so is its point of the mean curve, and the average relative error of a curve
+        with such a point."""
         estimators: dict[str, Any] = {}
         for name, by_metric in self.curves.items():
             metrics: dict[str, Any] = {}
             are: dict[str, Any] = {}
             for m, values in by_metric.items():
                 exact = self.exact_curves[m]
+                valid = valid_estimates(values)
                 for k in (k for k in SAMPLED_REPORT_KS if k <= self.k_max):
+                    if not valid[k - 1]:
+                        metrics[f"{m}@{k}"] = {"mean": None, "std": None, "rel_error": None,
+                                               "status": "diverged"}
+                        continue
                     mean = float(values[:, k - 1].mean())
                     metrics[f"{m}@{k}"] = {
                         "mean": mean,
@@ -72,18 +89,24 @@ class SampledSetting:
                         "rel_error": (mean - exact[k - 1]) / exact[k - 1] if exact[k - 1] else None,
                     }
                 per_repeat = self.average_relative_errors(name, m)
-                are[m] = {"mean": float(np.mean(per_repeat)), "std": float(np.std(per_repeat))}
+                if valid.all() and np.all(np.isfinite(per_repeat)):
+                    are[m] = {"mean": float(np.mean(per_repeat)), "std": float(np.std(per_repeat))}
+                else:
+                    are[m] = {"mean": None, "std": None, "status": "diverged"}
             estimators[name] = {"metrics": metrics, "are": are}
         return {"protocol": self.protocol, "exact": self.exact_at(), "estimators": estimators,
                 "curves": self.mean_curves(), "rank_histogram": self.rank_histogram(),
                 "timings": self.timings}
 
-    def mean_curves(self) -> dict[str, dict[str, list[float]]]:
+    def mean_curves(self) -> dict[str, dict[str, list[float | None]]]:
         """{'exact': {metric: T@1..k_max}, estimator: {metric: mean over repeats}} for the
-        figures (metric and relative error vs K)."""
-        out = {"exact": {m: [float(x) for x in c] for m, c in self.exact_curves.items()}}
+        figures (metric and relative error vs K); a K where a repeat diverged is None."""
+        out: dict[str, dict[str, list[float | None]]] = {
+            "exact": {m: [float(x) for x in c] for m, c in self.exact_curves.items()}}
         for name, by_metric in self.curves.items():
-            out[name] = {m: [float(x) for x in v.mean(axis=0)] for m, v in by_metric.items()}
+            out[name] = {m: [float(x) if ok else None
+                             for x, ok in zip(v.mean(axis=0), valid_estimates(v), strict=True)]
+                         for m, v in by_metric.items()}
         return out
 
     def rank_histogram(self) -> dict[str, list[int]] | None:

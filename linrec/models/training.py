@@ -18,7 +18,6 @@ import hashlib
 import json
 import logging
 import math
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -31,6 +30,8 @@ import torch
 
 from linrec.atomic import atomic_open
 from linrec.cache import cache_home
+from linrec.console import progress as show_progress
+from linrec.console import tracked
 from linrec.errors import ConfigError, NumericalError
 from linrec.interrupts import signals_deferred
 from linrec.models.configs import ResumableConfig
@@ -198,12 +199,8 @@ def checkpoint_path(config: ResumableConfig, print_: str) -> Path:
 
 
 def progress(batches: Iterable[Any], total: int, desc: str) -> Iterable[Any]:
-    """`batches` with a progress bar when stderr is a terminal."""
-    if not sys.stderr.isatty():
-        return batches
-    from tqdm import tqdm
-
-    return tqdm(batches, total=total, desc=desc, unit="batch", leave=False)
+    """`batches` with the process's progress display (linrec.console)."""
+    return tracked(batches, desc, total, unit="batches")
 
 
 class EpochDriver:
@@ -224,6 +221,8 @@ class EpochDriver:
         self.schedule, self.reload_best = schedule, reload_best_on_plateau
         self.resume = config.resume
         self.fingerprint = fingerprint(config.to_dict(), train, validation)
+        #: what the validation callback measures, as the epoch lines name it ("valid recall@20")
+        self.measured = " ".join(str(getattr(validation, "fingerprint", "valid")).split()[:2])
         self.checkpoint = checkpoint_path(config, self.fingerprint)
         self.history: list[dict[str, Any]] = []
         self.best_state: dict[str, torch.Tensor] | None = None
@@ -236,9 +235,13 @@ class EpochDriver:
         """Resume if a checkpoint of this fit exists, train the remaining epochs, restore the
         best evaluated parameters."""
         resumed_from = self._resume()
-        while not self.finished and self.epoch < self.epochs:
-            self.epoch += 1
-            self._train_one_epoch()
+        with show_progress(self.trainer.name, self.epochs, unit="epochs") as shown:
+            shown.advance(self.epoch)
+            while not self.finished and self.epoch < self.epochs:
+                self.epoch += 1
+                self._train_one_epoch()
+                shown.update(self._epoch_text(self.history[-1]))
+                shown.advance()
         if self.best_state is not None:
             self.trainer.load_parameters(self.best_state)
         return TrainingLog(self.history, self.best_epoch, self.stop_reason, resumed_from)
@@ -260,13 +263,18 @@ class EpochDriver:
             self._evaluate(record)
         record["seconds"] = time.perf_counter() - started
         self.history.append(record)
-        log.info("%s epoch %d: loss %.5f, lr %.2e, valid %s, %.1f s%s", trainer.name, epoch,
-                 loss, record["lr"], "-" if record["valid"] is None else f"{record['valid']:.5f}",
+        log.info("%s epoch %d: %s, %.1f s%s", trainer.name, epoch, self._epoch_text(record),
                  record["seconds"], "".join(f", {k} {v:.4f}" for k, v in stats.items()))
         if epoch == self.epochs and not self.finished:
             self.stop_reason = "epochs"
             self.finished = True
         self._save()
+
+    def _epoch_text(self, record: Mapping[str, Any]) -> str:
+        """'loss 0.12345, lr 1.00e-04, valid recall@20 0.22487' (the metric named as the
+        validation callback measures it)."""
+        valid = "-" if record["valid"] is None else f"{record['valid']:.5f}"
+        return f"loss {record['loss']:.5f}, lr {record['lr']:.2e}, {self.measured} {valid}"
 
     def _evaluate(self, record: dict[str, Any]) -> None:
         trainer = self.trainer
