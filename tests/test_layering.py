@@ -19,7 +19,7 @@ BASE = ("linrec.errors", "linrec.params", "linrec.atomic", "linrec.hardware", "l
 #: longest prefix names a module's layer)
 LAYERS = (
     ("command line and reference", ("linrec.cli", "linrec.reference")),
-    ("run", ("linrec.experiment",)),
+    ("run", ("linrec.experiment", "linrec.external")),
     ("studies", ("linrec.studies",)),
     ("report", ("linrec.report", "linrec.recommend", "linrec.testing")),
     ("fitting and sweeps", ("linrec.fitting", "linrec.sweeps")),
