@@ -363,16 +363,53 @@ def main() -> None:
         if not any(a.lstrip("+").startswith("hydra/sweeper=") for a in sys.argv[1:]):
             sys.argv.append(BASIC_SWEEPER)
         sys.argv += sweep_overrides([a for a in sys.argv[1:] if not a.startswith("-")])
+    from linrec import interrupts
+
+    sweeping = bool({"-m", "--multirun"} & set(sys.argv[1:]))
+    if sweeping:
+        # the resource tracker of a joblib sweep whose workers a signal stopped reports their
+        # semaphores at its exit; the workers are gone on purpose (it inherits this option)
+        sys.warnoptions.append("ignore:resource_tracker:UserWarning")
     try:
-        with precomposed(checked.config, checked.overrides) \
+        # a sweep's own process: SIGTERM / SIGINT stop it as a whole (its launcher's workers
+        # with it), not only the job it may be running itself
+        with interrupts.signals_raise() if sweeping else contextlib.nullcontext(), \
+                precomposed(checked.config, checked.overrides) \
                 if checked.config is not None else contextlib.nullcontext():
             hydra.main(config_path=config_dir(), config_name="config", **version_base())(_task)()
+    except interrupts.Interrupted as stop:
+        _stopped_sweep(stop.signum)
     except SystemExit as stop:  # a signal, or Hydra stopped on an error: list the sweep first
         _print_sweep_table()
         _exit_listing_failures(stop.code)
         raise
     _print_sweep_table()
     _exit_listing_failures(0)
+
+
+def _stopped_sweep(signum: int) -> None:
+    """The sweep's process got SIGTERM or SIGINT (its launcher's workers are gone: joblib kills
+    them on the way out): mark the jobs in flight FAILED, print the table of what completed,
+    name the jobs that did not run, and exit 128 + signum. The same command runs the rest."""
+    import signal
+
+    from linrec.sweeps import SweepCallback, stop_sweep
+
+    name = signal.Signals(signum).name
+    last = SweepCallback.last
+    if last:
+        marked, not_started = stop_sweep(last["dir"], last["started"],
+                                         f"interrupted by {name}: the sweep was stopped")
+        _print_sweep_table()
+        lines = [f"  {job}: interrupted by {name}, marked FAILED" for job in marked]
+        lines += [f"  {overrides}: did not run" for overrides in not_started]
+        if lines:
+            print("\n".join([f"linrec: the sweep was stopped by {name}:", *lines,
+                             "The same command runs them (complete jobs are skipped)."]),
+                  file=sys.stderr)
+    else:
+        print(f"linrec: stopped by {name}", file=sys.stderr)
+    sys.exit(128 + signum)
 
 
 def _print_sweep_table() -> None:

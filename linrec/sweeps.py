@@ -205,6 +205,10 @@ def recorded_selection(record: Mapping[str, Any]) -> float | None:
     return None if value is None else float(value)
 
 
+#: the override lists of the jobs the running sweep planned (linrec's basic sweeper notes them)
+PLANNED_JOBS: list[list[str]] = []
+
+
 class SweepCallback(Callback):
     """A Hydra callback (conf/config.yaml `hydra.callbacks`) that notes, in the process that
     runs the sweep, where the sweep lives and when it started: `unfinished_jobs_of_last_sweep`
@@ -299,8 +303,9 @@ def sweep_table(sweep_dir: Path, since: float | None = None) -> list[str]:
                      cell(test) if split != "test" else ""])
     header = [*(keys or ["job"]), f"{split} {metric}", "", f"test {metric}"
               if split != "test" else ""]
-    lines = [f"sweep {sweep_dir}: {len(complete)} of {len(jobs)} job(s) complete",
-             *text_table(header, rows, left=len(keys or ["job"]))]
+    lines = [f"sweep {sweep_dir}: {len(complete)} of {len(jobs)} job(s) complete"]
+    if rows:
+        lines += text_table(header, rows, left=len(keys or ["job"]))
     unfinished = unfinished_jobs(sweep_dir, since) if since is not None else [
         (j, NO_RESULTS) for j, _, r in jobs if r is None and not (j / FAILED_FILE).exists()]
     return lines if not unfinished else [*lines, f"{len(unfinished)} job(s) without results "
@@ -313,6 +318,32 @@ def _sortable(text: str) -> tuple[int, float | str]:
         return (0, float(text))
     except ValueError:
         return (1, text)
+
+
+def stop_sweep(sweep_dir: Path, since: float, reason: str) -> tuple[list[Path], list[str]]:
+    """A sweep stopped by a signal: every job it started that left no outcome is marked FAILED
+    (`reason`; the same command runs it again), and the planned jobs it never started are
+    named. Returns (the marked job directories, the jobs not started as their overrides)."""
+    from linrec.atomic import write_text_atomic
+
+    marked, started = [], set()
+    for job, when, outcome in _jobs(sweep_dir):
+        started.add(job)
+        if when >= since - 1.0 and not outcome:
+            write_text_atomic(job / FAILED_FILE, reason.rstrip() + "\n")
+            marked.append(job)
+    started_overrides = {_overrides_key(job) for job in started}
+    varying = {o.split("=", 1)[0] for job in PLANNED_JOBS for o in job
+               if sum(o in other for other in PLANNED_JOBS) < len(PLANNED_JOBS)}
+    not_started = [" ".join(o for o in job if o.split("=", 1)[0] in varying) or " ".join(job)
+                   for job in PLANNED_JOBS if tuple(sorted(job)) not in started_overrides]
+    return marked, not_started
+
+
+def _overrides_key(job: Path) -> tuple[str, ...]:
+    import yaml
+
+    return tuple(sorted(yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()) or []))
 
 
 def mark_abandoned(sweep_dir: Path, reason: str) -> list[Path]:

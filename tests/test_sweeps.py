@@ -292,6 +292,49 @@ def test_sigterm_to_a_job_of_a_sweep_marks_it_failed_and_lists_it(tmp_path):
     assert "The sweep stopped before its end" in err
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_a_joblib_sweep_and_its_workers(tmp_path, signum):
+    """A 4-job joblib sweep on 2 workers, signalled while its first two jobs train: the command
+    exits 128 + n, marks both in-flight jobs FAILED and names the two that did not run; no
+    process of it is left; the same command then completes all four (after SIGTERM, how a
+    scheduler ends a job), the two stopped jobs continuing from their checkpoints."""
+    import subprocess
+
+    args = ["-m", "model=mf", "model.epochs=12", "model.stop_patience=1000000",
+            "model.lr=0.001,0.002,0.003,0.004", "data.source.n_users=2000",
+            "data.source.n_items=800", "model.sampling.n_negatives=50",
+            "eval.sampled.enabled=false", "quiet=true", "hydra/launcher=joblib",
+            "hydra.launcher.n_jobs=2", "hydra.sweep.dir=sweep"]
+    proc = linrec(tmp_path, *args, wait=False)
+    for lr in ("0.001", "0.002"):
+        _wait_for_epoch(tmp_path / "sweep" / f"model.lr={lr}" / "linrec.log")
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    name = signal.Signals(signum).name
+    assert proc.returncode == 128 + signum, err
+
+    def alive() -> list[str]:
+        found = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True)
+        return found.stdout.split()
+
+    _wait_for(lambda: not alive(), f"processes of the sweep left: {alive()}", guard=20)
+    stopped = [lr for lr in ("0.001", "0.002")
+               if not (tmp_path / "sweep" / f"model.lr={lr}" / "results.json").exists()]
+    assert stopped, "both first jobs ended before the signal"
+    for lr in stopped:
+        failed = tmp_path / "sweep" / f"model.lr={lr}" / "FAILED"
+        assert f"interrupted by {name}" in failed.read_text()
+        assert f"model.lr={lr}: interrupted by {name}, marked FAILED" in err
+    assert "model.lr=0.003: did not run" in err and "model.lr=0.004: did not run" in err
+    if signum != signal.SIGTERM:
+        return
+    again = linrec(tmp_path, *args)
+    assert again.returncode == 0, again.stderr
+    records = [json.loads(p.read_text()) for p in (tmp_path / "sweep").glob("*/results.json")]
+    assert len(records) == 4
+    assert sum(bool(r["training"]["resumed_from"]) for r in records) >= 1
+
+
 def test_an_internal_error_in_a_job_fails_that_job_not_the_sweep(tmp_path):
     """Any exception (here a RuntimeError injected into EASE's fit for λ = 13) marks its job
     FAILED with the traceback, in the FAILED file and the job's log; the next job runs; the

@@ -20,7 +20,17 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
 
 class LinrecBasicSweeper(BasicSweeper):
-    """BasicSweeper without the second composition of every job (see the module docstring)."""
+    """BasicSweeper without the second composition of every job (see the module docstring);
+    the jobs it plans are noted in `linrec.sweeps.PLANNED_JOBS`, so that a sweep stopped by a
+    signal can name the jobs that did not run."""
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         return None
+
+    @staticmethod
+    def split_arguments(overrides, max_batch_size):  # noqa: ANN001, ANN205 - Hydra's signature
+        from linrec import sweeps
+
+        batches = BasicSweeper.split_arguments(overrides, max_batch_size)
+        sweeps.PLANNED_JOBS[:] = [list(job) for batch in batches for job in batch]
+        return batches
