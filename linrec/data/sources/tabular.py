@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -139,26 +140,46 @@ def _parquet_row_label(path: Path) -> RowLabel:
 
 
 def _timestamps(column: np.ndarray, name: str, where: RowLabel) -> np.ndarray:
-    """Integer timestamps pass through; anything else is parsed as dates -> Unix seconds."""
+    """Integer timestamps pass through; a column of text is read as numbers (Unix seconds)
+    when most of its values are numbers, else as dates -> Unix seconds. A value that cannot be
+    read the column's way is named at its own row (the first such), and no library warning
+    reaches the user."""
     if column.dtype.kind in "iuM":
         return column
     if column.dtype.kind == "f":
-        whole = column == np.floor(column)
-        if not whole.all():
-            raise DataError(f"{where(int(np.argmax(~whole)))}: timestamp {name!r} is not whole")
-        return column.astype(np.int64)
+        return _whole(column, name, where)
     series = pd.Series(column)
-    for date_format in (None, "mixed"):  # one inferred format (fast), else per element
-        try:
-            dates = pd.to_datetime(series, utc=True, format=date_format).dt.tz_localize(None)
-            return dates.to_numpy().astype("datetime64[s]")
-        except (ValueError, TypeError):
-            continue
-    for row, value in enumerate(column):  # slow path only to name the bad row
-        try:
-            pd.to_datetime(value, utc=True)
-        except (ValueError, TypeError) as exc:
-            raise DataError(
-                f"{where(row)}: column {name!r} = {value!r} is not a date ({exc})"
-            ) from None
+    numbers = pd.to_numeric(series, errors="coerce")
+    if numbers.notna().sum() * 2 > len(series):  # a column of numbers with some text in it
+        bad = numbers.isna().to_numpy()
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise DataError(f"{where(row)}: column {name!r} = {column[row]!r} is not a number "
+                            "(the column's other values are numbers: Unix timestamps)")
+        return _whole(numbers.to_numpy(dtype=np.float64), name, where)
+    with warnings.catch_warnings():  # pandas' notes on how it infers a format
+        warnings.simplefilter("ignore")
+        for date_format in (None, "mixed"):  # one inferred format (fast), else per element
+            try:
+                dates = pd.to_datetime(series, utc=True, format=date_format)
+                return dates.dt.tz_localize(None).to_numpy().astype("datetime64[s]")
+            except (ValueError, TypeError):
+                continue
+        for row, value in enumerate(column):  # only to name the first bad row
+            try:
+                pd.to_datetime(value, utc=True)
+            except (ValueError, TypeError) as exc:
+                raise DataError(
+                    f"{where(row)}: column {name!r} = {value!r} is not a date ({exc})"
+                ) from None
     raise DataError(f"column {name!r}: could not parse the dates")
+
+
+def _whole(column: np.ndarray, name: str, where: RowLabel) -> np.ndarray:
+    """Float timestamps that are whole numbers as int64 (DataError at the first that is not)."""
+    whole = np.isfinite(column) & (column == np.floor(column))
+    if not whole.all():
+        row = int(np.argmax(~whole))
+        raise DataError(f"{where(row)}: column {name!r} = {float(column[row])!r} is not a "
+                        "whole number of seconds")
+    return column.astype(np.int64)

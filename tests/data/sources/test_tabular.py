@@ -81,3 +81,23 @@ def test_tabular_errors(tmp_path):
         tabular.read(tab_path, "u", "i", sep="::")
     with pytest.raises(ConfigError, match="data.path is required"):
         tabular.load()
+
+
+@pytest.mark.parametrize("column, line, value, what", [
+    ("100\nabc\n200", 3, "abc", "is not a number"),   # epoch seconds with one text value
+    ("abc\n100\n200", 2, "abc", "is not a number"),   # whatever the order
+    ("100\n200\n1.5", 4, "1.5", "is not a whole number of seconds"),
+    ("2020-01-01\nnotadate\n2020-02-03", 3, "notadate", "is not a date"),
+])
+def test_a_bad_timestamp_is_named_at_its_own_line_without_warnings(tmp_path, column, line,
+                                                                   value, what):
+    import warnings
+
+    rows = "".join(f"u{k},i{k},{v}\n" for k, v in enumerate(column.split("\n")))
+    path = write(tmp_path / "ts.csv", "u,i,t\n" + rows)
+    shown = rows.splitlines()[line - 2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no library warning reaches the user
+        with pytest.raises(DataError, match=rf"line {line} \('{shown}'\): column 't' = "
+                                            rf"'?{value}'? {what}"):
+            tabular.read(path, "u", "i", timestamp_col="t")
