@@ -54,7 +54,8 @@ def comparison(run_a: Path, run_b: Path, name: str, split: str, metrics: list[st
         if not path.is_file():
             raise SystemExit(f"record compare: {path} is missing; run it with "
                              "eval.save_per_user=true")
-        frames.append(pd.read_parquet(path).set_index("user"))
+        frames.append(pd.read_parquet(path).pivot(index="user", columns="metric",
+                                                  values="value"))
     common = frames[0].index.intersection(frames[1].index)
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, len(common), size=(n_boot, len(common)))

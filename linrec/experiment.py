@@ -45,6 +45,7 @@ def run(cfg: Any, run_dir: str | Path, overrides: Sequence[str] = (), *,
                         seed=config.seed, overrides=overrides, training=training_record(model))
     path = write_run(run_dir, record, report, save_ranks=config.save_ranks,
                      per_user=config.eval.save_per_user, figures=config.figures,
-                     model=model if config.save_model else None)
+                     model=model if config.save_model else None,
+                     user_ids=prepared.split.user_ids)
     print_run(record, path, quiet=config.quiet, verbose=config.verbose, in_sweep=in_sweep)
     return report.selection_value

@@ -261,5 +261,6 @@ def evaluate_run_file(path: str | Path, config: Any, run_dir: str | Path, *, fmt
     if note:
         record["notes"] = [note]
     write_run(run_dir, record, report, save_ranks=config.save_ranks,
-              per_user=config.eval.save_per_user, figures=config.figures)
+              per_user=config.eval.save_per_user, figures=config.figures,
+              user_ids=split.user_ids)
     return record

@@ -251,7 +251,7 @@ def run_record(*, dataset: Mapping[str, Any], model: str, report: Any,
 
 def write_run(run_dir: str | Path, record: Mapping[str, Any], report: Any, *,
               save_ranks: bool = True, per_user: bool = False, model: Any = None,
-              figures: bool = True) -> Path:
+              figures: bool = True, user_ids: np.ndarray | None = None) -> Path:
     """Write a run directory: ranks.npz (and ranks_<split>.npz), per_user_<split>.parquet when
     `per_user`, model.pkl when `model` is given, the run's figures (`plots.run_figures`), then
     results.json last, so that a complete results.json means a complete run; an earlier FAILED
@@ -263,7 +263,7 @@ def write_run(run_dir: str | Path, record: Mapping[str, Any], report: Any, *,
             name = RANKS_FILE if split_name == "test" else f"ranks_{split_name}.npz"
             split.rank_table.save_npz(run_dir / name)
         if per_user:
-            write_per_user(run_dir / PER_USER_FILE.format(split=split_name), split)
+            write_per_user(run_dir / PER_USER_FILE.format(split=split_name), split, user_ids)
     if model is not None:
         model.save(run_dir / "model.pkl")
     if figures:
@@ -275,21 +275,27 @@ def write_run(run_dir: str | Path, record: Mapping[str, Any], report: Any, *,
     return path
 
 
-def write_per_user(path: str | Path, split: Any) -> None:
+def write_per_user(path: str | Path, split: Any, user_ids: np.ndarray | None = None) -> None:
     """A split's per-user exact metrics as Parquet, a row per user and metric: user (int64, the
-    row id of the split's user vocabulary, as in ranks.npz), metric (string, "ndcg@20", "auc"),
-    value (float64); users ascending, metrics in the results' order. The mean of `value` over a
-    metric's rows is that metric in results.json."""
+    row id of the split's user vocabulary, as in ranks.npz), user_id (the dataset's own id of
+    that user, when `user_ids` (the split's vocabulary) is given: integers as int64, anything
+    else as a string), metric (string, "ndcg@20", "auc"), value (float64); users ascending,
+    metrics in the results' order. The mean of `value` over a metric's rows is that metric in
+    results.json."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     keys = list(split.per_user)
     users = split.per_user_users()
     values = np.column_stack([split.per_user[k] for k in keys]) if keys else np.empty((0, 0))
-    table = pa.table({"user": np.repeat(users, len(keys)).astype(np.int64),
-                      "metric": pa.array(np.tile(np.array(keys, dtype=object), len(users)),
-                                         pa.string()),
-                      "value": values.ravel().astype(np.float64)})
+    columns: dict[str, Any] = {"user": np.repeat(users, len(keys)).astype(np.int64)}
+    if user_ids is not None:
+        ids = np.repeat(np.asarray(user_ids)[users], len(keys))
+        columns["user_id"] = ids.astype(np.int64) if ids.dtype.kind in "iu" else \
+            pa.array(ids.astype(str), pa.string())
+    columns["metric"] = pa.array(np.tile(np.array(keys, dtype=object), len(users)), pa.string())
+    columns["value"] = values.ravel().astype(np.float64)
+    table = pa.table(columns)
     with atomic_open(path, "wb") as fh:
         pq.write_table(table, fh)
 

@@ -9,6 +9,9 @@ import sys
 import textwrap
 from importlib.metadata import version
 
+import numpy as np
+import pytest
+
 from linrec.cli import report_main
 from linrec.results import (
     environment_info,
@@ -100,3 +103,28 @@ def test_collect_reads_the_runs_of_a_study_and_the_report_its_tables(tmp_path):
     md = (study / "report_valid.md").read_text()
     assert "## Study linear_models" in md and "### main" in md
     assert json.loads((study / "study.json").read_text())["tables"] == ["tables/main.md"]
+
+
+def test_per_user_rows_carry_the_datasets_own_user_ids(tmp_path):
+    """A CSV with string user ids: per_user_test.parquet has their ids beside the row index,
+    and each metric's mean over its users is results.json's value."""
+    import pandas as pd
+
+    from tests.conftest import run_command
+
+    rng = np.random.default_rng(0)
+    lines = ["uid,iid"] + [f"u{u},item{i}" for u in range(200)
+                           for i in rng.choice(80, 10, replace=False)]
+    (tmp_path / "events.csv").write_text("\n".join(lines) + "\n")
+    done = run_command(tmp_path, "data=tabular", "data.path=events.csv",
+                       "data.source.user_col=uid", "data.source.item_col=iid",
+                       "eval.save_per_user=true", "eval.sampled.enabled=false",
+                       "hydra.run.dir=run")
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_parquet(tmp_path / "run" / "per_user_test.parquet")
+    assert list(rows.columns) == ["user", "user_id", "metric", "value"]
+    assert rows["user_id"].str.fullmatch(r"u\d+").all()
+    record = json.loads((tmp_path / "run" / "results.json").read_text())
+    wide = rows.pivot(index="user_id", columns="metric", values="value")
+    for key, value in record["splits"]["test"]["exact"].items():
+        assert wide[key].mean() == pytest.approx(value, rel=1e-12), key

@@ -60,7 +60,8 @@ def write_study_run(run_dir: Path, config: Any, prepared: Any, *, label: str,
                                                  "point": dict(point or {})},
                         training=training)
     return write_run(run_dir, record, report, save_ranks=config.save_ranks,
-                     per_user=config.eval.save_per_user, figures=config.figures)
+                     per_user=config.eval.save_per_user, figures=config.figures,
+                     user_ids=getattr(prepared.split, "user_ids", None))
 
 
 def write_table(directory: Path, stem: str, columns: list[str], rows: list[dict[str, Any]],
