@@ -26,7 +26,9 @@ author = "the linrec authors"
 copyright = "2026, the linrec authors"
 release = version = linrec.__version__
 
-extensions = ["myst_parser"]
+# sphinx-mathjax-offline puts a copy of MathJax into the site (_static/mathjax): the formulas
+# render without a network, where Sphinx's default loads MathJax from a CDN
+extensions = ["myst_parser", "sphinx-mathjax-offline"]
 myst_enable_extensions = ["dollarmath", "amsmath", "deflist"]
 myst_heading_anchors = 3
 source_suffix = {".md": "markdown"}

@@ -25,25 +25,33 @@ ROOT = Path(__file__).resolve().parent
 RECORDS = ROOT / "records"
 #: the record format's version
 FORMAT = 1
-#: machine paths of the data -> the path the documentation names
-DEFAULT_ALIASES = {"/work/shared/data/gowalla": "/data/gowalla"}
+#: where the documentation puts data files: a record names a run's data path /data/<its name>,
+#: whatever directory the machine that ran it held it in
+DATA_ROOT = "/data"
 #: the libraries whose versions a record keeps
 LIBRARIES = ("numpy", "scipy", "torch", "implicit", "numba", "scikit-learn", "hydra-core")
 
 
-def command_of(overrides: Iterable[str], aliases: Mapping[str, str], program: str = "linrec"
-               ) -> str:
-    """The command line of a run from its overrides, machine paths replaced by `aliases`."""
+def documented_path(path: str) -> str:
+    """An absolute data path as the documentation names it: /data/<its last part>."""
+    if not path.startswith("/") or path.startswith(DATA_ROOT + "/"):
+        return path
+    return f"{DATA_ROOT}/{Path(path).name}"
+
+
+def command_of(overrides: Iterable[str], program: str = "linrec") -> str:
+    """The command line of a run from its overrides, data paths as the documentation names
+    them (`documented_path`)."""
     words = []
     for override in overrides:
-        for old, new in aliases.items():
-            override = override.replace(old, new)
+        key, eq, value = override.partition("=")
+        if eq and key.rsplit(".", 1)[-1] == "path":
+            override = f"{key}={documented_path(value)}"
         words.append(override)
     return " ".join([program, *(shlex.quote(w) for w in words)])
 
 
-def record_of_run(run_dir: Path, name: str, aliases: Mapping[str, str] = DEFAULT_ALIASES,
-                  cpu: str | None = None) -> dict[str, Any]:
+def record_of_run(run_dir: Path, name: str, cpu: str | None = None) -> dict[str, Any]:
     """The record of the run in `run_dir` (its results.json), named `name`. `cpu` names the
     processor for a results.json written before linrec recorded it."""
     results = json.loads((run_dir / "results.json").read_text())
@@ -54,13 +62,13 @@ def record_of_run(run_dir: Path, name: str, aliases: Mapping[str, str] = DEFAULT
         "format": FORMAT,
         "name": name,
         "command": results.get("command") or command_of(
-            results.get("overrides", []), aliases,
+            results.get("overrides", []),
             "linrec-evaluate" if "run_file" in (results["config"].get("model") or {}) else
             "linrec"),
         "model": results["model"],
         "dataset": results["dataset"],
         "seed": results.get("seed"),
-        "config": _aliased(results["config"], aliases),
+        "config": _documented(results["config"]),
         "selection": results.get("selection"),
         "splits": splits,
         "timings": results.get("timings", {}),
@@ -87,15 +95,14 @@ def record_of_run(run_dir: Path, name: str, aliases: Mapping[str, str] = DEFAULT
     return record
 
 
-def _aliased(value: Any, aliases: Mapping[str, str]) -> Any:
+def _documented(value: Any, key: str = "") -> Any:
+    """A config with its data paths (fields named `path`) as the documentation names them."""
     if isinstance(value, str):
-        for old, new in aliases.items():
-            value = value.replace(old, new)
-        return value
+        return documented_path(value) if key == "path" else value
     if isinstance(value, Mapping):
-        return {k: _aliased(v, aliases) for k, v in value.items()}
+        return {k: _documented(v, k) for k, v in value.items()}
     if isinstance(value, list):
-        return [_aliased(v, aliases) for v in value]
+        return [_documented(v) for v in value]
     return value
 
 

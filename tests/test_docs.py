@@ -8,15 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from linrec.reference import config_reference_markdown, undocumented_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_site_builds_without_warnings(tmp_path):
-    pytest.importorskip("myst_parser", reason="the docs extra builds the site")
+def test_the_site_builds_without_warnings_and_renders_its_math_offline(tmp_path):
+    """Every page builds with warnings as errors; the formulas are rendered by the copy of
+    MathJax inside the site, so no page loads a script from the network."""
     out = tmp_path / "html"
     proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b",
                            "html", "-d", str(tmp_path / "doctrees"), str(ROOT / "docs"),
@@ -27,6 +26,12 @@ def test_the_site_builds_without_warnings(tmp_path):
         assert (out / f"{page}.html").is_file(), page
     config = (out / "reference" / "config.html").read_text()
     assert "model.lam" in config and "data.split.order" in config
+    assert (out / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    for page in out.rglob("*.html"):
+        scripts = re.findall(r'<script[^>]*src="([^"]+)"', page.read_text())
+        assert not [s for s in scripts if "//" in s], f"{page}: a script from the network"
+    sampled = (out / "concepts" / "sampled.html").read_text()
+    assert '_static/mathjax/tex-chtml.js"' in sampled and r"\(" in sampled
 
 
 def test_every_config_field_has_a_description():

@@ -11,8 +11,6 @@ import pytest
 from linrec.tracking import metric_name
 from tests.conftest import run_command
 
-pytest.importorskip("mlflow")  # the optional extra linrec[mlflow] (in linrec[test])
-
 SMALL = ["data.source.n_users=300", "data.source.n_items=120", "eval.sampled.enabled=false",
          "quiet=true"]
 #: MLflow's usage telemetry has nowhere to go from a test

@@ -40,7 +40,6 @@ def test_tabular_tsv_integers_without_rating(tmp_path):
 
 
 def test_tabular_parquet(tmp_path):
-    pytest.importorskip("pyarrow")
     path = tmp_path / "events.parquet"
     pd.DataFrame({"u": ["a", "b", "a"], "i": [5, 6, 6], "r": [1.0, 2.0, 3.0],
                   "t": pd.to_datetime(["2020-01-01", "2020-01-02", "2020-01-03"])}).to_parquet(path)
