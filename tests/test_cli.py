@@ -475,3 +475,4 @@ def test_diverged_estimates_are_marked_not_reported(tmp_path):
         assert all(v is None or 0.0 <= v <= 1.0 for values in curve.values() for v in values)
     assert "diverged" in done.stdout
     assert not re.search(r"\d\.\d{4}[-\d]", done.stdout), done.stdout
+

@@ -25,6 +25,7 @@ import scipy.sparse as sp
 
 from linrec.atomic import atomic_open
 from linrec.cache import cache_home
+from linrec.console import progress
 from linrec.data.configs import DataConfig, FiltersConfig, PredefinedSplit, SplitConfig
 from linrec.data.filters import apply_filters
 from linrec.data.interactions import Interactions, PredefinedSplitData
@@ -74,11 +75,18 @@ def prepare_data(config: DataConfig | Mapping[str, Any]) -> PreparedData:
 
     from linrec.data import sources  # late import: the readers are heavy and optional
 
-    data = sources.load_source(config.resolved_source())
-    split, stats = _build_split(data, config.filters, config.split)
-    prepared = PreparedData(name, split, stats)
-    if config.cache:
-        _write_cache(path, prepared)
+    with progress(f"prepare {name}", 3, unit="stages") as shown:
+        shown.update("reading")
+        data = sources.load_source(config.resolved_source())
+        shown.advance()
+        shown.update("filtering and splitting")
+        split, stats = _build_split(data, config.filters, config.split)
+        prepared = PreparedData(name, split, stats)
+        shown.advance()
+        if config.cache:
+            shown.update("caching the split")
+            _write_cache(path, prepared)
+        shown.advance()
     log.info("data %s: %s", name, stats)
     return prepared
 

@@ -28,14 +28,13 @@ A hook keeps its own state (e.g. an object with __call__ and a result method).
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm import tqdm
 
+from linrec.console import tracked
 from linrec.data.splits import EvalSet
 from linrec.errors import DataError
 from linrec.eval.metrics import check_ks, check_metrics, exact_metrics
@@ -86,9 +85,8 @@ def evaluate_exact(model: Scorer, evalset: EvalSet, *, ks: Sequence[int],
     batches = ranked_batches(model, evalset, seed=seed, users_known=users_known,
                              batch_size=batch_size, memory_budget_mb=memory_budget_mb,
                              timings=timings, exclude_foldin=exclude_foldin)
-    # a progress bar on a terminal only; logs and CI stay quiet
-    for batch in tqdm(batches, desc="evaluate", unit="batch", leave=False,
-                      disable=not sys.stderr.isatty()):
+    n_batches = -(-evalset.n_users // batch_size) if batch_size else None
+    for batch in tracked(batches, "evaluate", n_batches, unit="batches"):
         t0 = time.perf_counter()
         for hook in batch_hooks:
             hook(batch.rows, batch.scores, batch.keys, batch.ranks)

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from linrec.console import tracked
 from linrec.data.splits import EvalSet
 from linrec.errors import ConfigError
 from linrec.eval._checks import check_sample_size
@@ -128,7 +129,8 @@ def estimate_samples(names, samples, *, n_items: int, scheme: str = "binomial"
     if per_sample and samples:
         workers = max(1, min(len(samples), thread_limit()))
         with blas_threads(1), ThreadPoolExecutor(workers) as pool:
-            for result in pool.map(one_sample, zip(samples, priors, strict=True)):
+            results = pool.map(one_sample, zip(samples, priors, strict=True))
+            for result in tracked(results, "estimators", len(samples), unit="repeats"):
                 for name, (p_hat, elapsed) in result.items():
                     p_hats[name].append(p_hat)
                     seconds[name] += elapsed

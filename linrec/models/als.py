@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from linrec.console import tracked
 from linrec.errors import ConfigError, DataError
 from linrec.hardware import blas_threads, torch_threads
 from linrec.models.base import Recommender, Validation, binary_pattern
@@ -355,7 +356,7 @@ class IALS(_FactorModel):
 
         history, seconds = [], []
         with self._workers(ops) as pool:
-            for _ in range(self.epochs):
+            for _ in tracked(range(self.epochs), self.name, unit="sweeps"):
                 started = time.perf_counter()
                 self._sweep(ops, pool, user_blocks, item_factors, user_reg, user_factors,
                             self.solver)
