@@ -153,14 +153,18 @@ def _plain_json(value: Any) -> Any:
     return json.loads(json.dumps(_jsonable(value), sort_keys=True))
 
 
+#: settings that change how a run is shown, logged or resumed, never its numbers
+_NOT_RESULTS = ("resume", "tracking", "quiet", "verbose", "plugins")
+
+
 def _comparable(config: Any) -> Any:
-    """A run's config without its resume switches (the run's and its model's) and its tracking:
-    whether a job continued or started over, or was logged to MLflow, does not make its results
-    another config's."""
+    """A run's config without what does not make its results another config's: its resume
+    switches (the run's and its model's), its tracking, what it prints, and the plugins it
+    named (a plugin's model is in the model block)."""
     plain = _plain_json(config)
     if isinstance(plain, dict):
-        plain.pop("resume", None)
-        plain.pop("tracking", None)
+        for key in _NOT_RESULTS:
+            plain.pop(key, None)
         if isinstance(plain.get("model"), dict):
             plain["model"].pop("resume", None)
     return plain
