@@ -32,6 +32,8 @@ from records import RECORDS, load_records, under  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 README = ROOT / "README.md"
+#: the pages whose tables the build writes
+PAGES = (README, ROOT.parent / "docs" / "howto" / "optuna.md")
 PUBLISHED = ROOT / "published.toml"
 FIGURES = ROOT / "figures"
 MARKER = re.compile(r"(<!-- table: (?P<id>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)",
@@ -298,6 +300,31 @@ def ch4_gowalla(context: Context) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# pruning an Optuna search (docs/howto/optuna.md)
+
+
+@table("pruning")
+def pruning(context: Context) -> str:
+    """The same Optuna search over MF on Gowalla with each pruner: trials complete and pruned,
+    epochs trained, wall time, and the best validation value found."""
+    rows = []
+    for name in ("none", "median", "hyperband"):
+        record = context.records.get(f"pruning/{name}")
+        if record is None:
+            continue
+        rows.append([name, f"{record['complete']} / {record['pruned']}", record["epochs"],
+                     seconds(record["seconds"]), number(record["best_value"]),
+                     record["environment"]["cpu"]])
+    if not rows:
+        return ("Not recorded yet: the two searches run with `hydra.sweeper.pruner=none` and "
+                "`median` on `data=lightgcn data.path=/data/gowalla`, and "
+                "`python experiments/record.py optuna SWEEP_DIR --as pruning/<pruner>` records "
+                "each.\n")
+    return markdown(["pruner", "trials complete / pruned", "epochs trained", "wall time",
+                     "best valid value", "machine"], rows)
+
+
+# ---------------------------------------------------------------------------------------------
 # findings
 
 
@@ -408,21 +435,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readme", type=Path, default=README)
     args = parser.parse_args(argv)
     context = Context(load_records(args.records), tomllib.loads(PUBLISHED.read_text()))
-    text = args.readme.read_text()
-    built = build_text(text, context, str(args.readme))
-    if args.check:
-        if built != text:
+    pages = [args.readme, *PAGES[1:]] if args.readme != README else list(PAGES)
+    differing = []
+    for page in pages:
+        text = page.read_text()
+        built = build_text(text, context, str(page))
+        if built == text:
+            continue
+        if args.check:
             changed = [m.group("id") for m, n in zip(MARKER.finditer(text),
                                                      MARKER.finditer(built), strict=True)
                        if m.group("body") != n.group("body")]
-            print(f"build: {args.readme} differs from its records in table(s) "
-                  f"{', '.join(changed)}; run python experiments/build.py", file=sys.stderr)
+            differing.append(f"{page} differs from its records in table(s) {', '.join(changed)}")
+        else:
+            page.write_text(built)
+    if args.check:
+        if differing:
+            print("build: " + "; ".join(differing) + "; run python experiments/build.py",
+                  file=sys.stderr)
             return 1
-        print(f"build: {args.readme}: every table matches its {len(context.records)} records")
+        print(f"build: every table matches its {len(context.records)} records")
         return 0
-    args.readme.write_text(built)
     figures = heat_maps(context)
-    print(f"build: {args.readme} from {len(context.records)} records; "
+    print(f"build: {len(pages)} page(s) from {len(context.records)} records; "
           f"{len(figures)} figure(s) in {FIGURES}")
     return 0
 

@@ -5,6 +5,8 @@
                                                                    named ch3/ease/<its subdir>
     python experiments/record.py compare RUN_A RUN_B --as ch3/compare/ease_vs_edlae \
         [--split test] [--metric recall@20 ...]                    a paired comparison
+    python experiments/record.py optuna SWEEP_DIR --as pruning/median
+                                                                   an Optuna search as a whole
 
 A comparison reads both runs' per-user metrics (`eval.save_per_user=true`), pairs the users both
 evaluated and records, per metric, the mean difference with its 95 % percentile-bootstrap
@@ -77,8 +79,52 @@ def comparison(run_a: Path, run_b: Path, name: str, split: str, metrics: list[st
             "bootstrap": {"draws": n_boot, "seed": seed}, "metrics": out}
 
 
+def search(sweep_dir: Path, name: str) -> dict:
+    """The record of an Optuna search (its study in SWEEP_DIR/optuna.db): trials complete,
+    pruned and failed, epochs trained (validation passes reported), wall time from the first
+    trial's start to the last one's end, the best value and parameters, the command, and the
+    machine of its jobs."""
+    import json
+
+    import optuna
+    import yaml
+    from records import command_of
+
+    study = optuna.load_study(study_name="linrec", storage=f"sqlite:///{sweep_dir / 'optuna.db'}")
+    trials = study.trials
+    states = [t.state.name for t in trials]
+    starts = [t.datetime_start for t in trials if t.datetime_start]
+    ends = [t.datetime_complete for t in trials if t.datetime_complete]
+    hydra = yaml.safe_load((sweep_dir / "multirun.yaml").read_text())["hydra"]
+    job = next(sweep_dir.glob("*/results.json"))
+    environment = json.loads(job.read_text())["environment"]
+    sweeper = [o.replace("=linrec_optuna", "=optuna") for o in hydra["overrides"]["hydra"]
+               if o.startswith(("hydra/sweeper=", "hydra.sweeper."))]
+    overrides = [*sweeper, *hydra["overrides"]["task"]]
+    return {"format": FORMAT, "name": name, "kind": "search",
+            "command": command_of(["-m", *overrides]),
+            "trials": len(trials), "complete": states.count("COMPLETE"),
+            "pruned": states.count("PRUNED"), "failed": states.count("FAIL"),
+            "epochs": sum(len(t.intermediate_values) for t in trials),
+            "seconds": (max(ends) - min(starts)).total_seconds() if ends else None,
+            "best_value": study.best_value, "best_params": study.best_params,
+            "values": [{"params": t.params, "state": t.state.name, "value": t.value,
+                        "epochs": len(t.intermediate_values)} for t in trials],
+            "environment": {"cpu": environment.get("cpu", "unknown"),
+                            "threads": environment.get("linrec_threads"),
+                            "linrec": environment.get("linrec")}}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["optuna"]:
+        parser = argparse.ArgumentParser(prog="record.py optuna")
+        parser.add_argument("sweep_dir", type=Path)
+        parser.add_argument("--as", dest="name", required=True)
+        parser.add_argument("--root", type=Path, default=RECORDS)
+        args = parser.parse_args(argv[1:])
+        print(write_record(search(args.sweep_dir, args.name), args.root))
+        return 0
     if argv[:1] == ["compare"]:
         parser = argparse.ArgumentParser(prog="record.py compare")
         parser.add_argument("run_a", type=Path)

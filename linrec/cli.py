@@ -219,10 +219,12 @@ def _task(cfg) -> float | None:
     from omegaconf import OmegaConf
 
     from linrec import interrupts, sweeps, tracking
+    from linrec.atomic import write_text_atomic
     from linrec.experiment import run
     from linrec.params import check_bool
     from linrec.plugins import load_plugins
     from linrec.results import RESULTS_FILE, mark_failed, read_results
+    from linrec.trials import PRUNED, PRUNED_FILE, Pruned
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
@@ -249,6 +251,10 @@ def _task(cfg) -> float | None:
             if tracker is not None:
                 tracker.finish(run_dir, read_results(run_dir / RESULTS_FILE))
             return value
+    except Pruned as pruned:  # an Optuna trial its pruner stopped: not a failure
+        write_text_atomic(run_dir / PRUNED_FILE, f"{pruned}\n")
+        print(f"linrec: {run_dir}: {pruned}")
+        return PRUNED
     except LinrecError as exc:
         mark_failed(run_dir, f"{type(exc).__name__}: {exc}")
         print(f"linrec: error: {exc}", file=sys.stderr)
@@ -283,7 +289,7 @@ def _task(cfg) -> float | None:
 
 #: Hydra plugins of the `sweep` extra: the command-line choice -> the module that provides it
 SWEEP_EXTRA = {
-    "hydra/sweeper=optuna": "hydra_plugins.hydra_optuna_sweeper",
+    "hydra/sweeper=optuna": "optuna",
     "hydra/launcher=joblib": "hydra_plugins.hydra_joblib_launcher",
     "hydra/launcher=submitit_slurm": "hydra_plugins.hydra_submitit_launcher",
     "hydra/launcher=submitit_local": "hydra_plugins.hydra_submitit_launcher",
@@ -351,14 +357,14 @@ def main() -> None:
     register_configs()
     register_resolvers()  # the sweep directories' names in conf/config.yaml
     problem = missing_extra(sys.argv[1:])
+    # `optuna` names linrec's own Optuna sweeper; Hydra's basic sweeper would compose every job
+    # a second time after the precheck, linrec's does not
+    chosen = {"hydra/sweeper=optuna": OPTUNA_SWEEPER, "hydra/sweeper=basic": BASIC_SWEEPER}
+    sys.argv = [chosen.get(a, a) for a in sys.argv]
     checked = precheck(sys.argv[1:]) if problem is None else Prechecked(problem)
     if checked.problem:
         print(f"linrec: error: {checked.problem}", file=sys.stderr)
         sys.exit(2)
-    # Hydra's own Optuna config minimizes and is unseeded: linrec's maximizes and resumes;
-    # its basic sweeper would compose every job a second time after precheck
-    chosen = {"hydra/sweeper=optuna": OPTUNA_SWEEPER, "hydra/sweeper=basic": BASIC_SWEEPER}
-    sys.argv = [chosen.get(a, a) for a in sys.argv]
     if {"-m", "--multirun"} & set(sys.argv[1:]):
         if not any(a.lstrip("+").startswith("hydra/sweeper=") for a in sys.argv[1:]):
             sys.argv.append(BASIC_SWEEPER)

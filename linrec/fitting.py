@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from linrec.errors import ConfigError
+from linrec.trials import reporting
 
 if TYPE_CHECKING:
     from linrec.config import RunConfig
@@ -39,7 +40,8 @@ def fit_and_evaluate(config: RunConfig, model_config: Any, prepared: Any, *,
                           "(data.split.valid_fraction=0.1) or select on the test users "
                           "(model.select_on=test, the published protocol)")
     t0 = time.perf_counter()
-    model.fit(split.train, validation_score(split, eval_config, seed=config.seed, on=select_on))
+    validation = validation_score(split, eval_config, seed=config.seed, on=select_on)
+    model.fit(split.train, reporting(validation))  # reporting: to an Optuna trial, if any
     timings = {"fit": time.perf_counter() - t0}
     log.info("fit %s in %.2fs", model_config.name, timings["fit"])
     report = evaluate(model, split, eval_config, seed=config.seed)

@@ -37,6 +37,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 from linrec.results import FAILED_FILE, RESULTS_FILE, STUDY_FILE, SUPERSEDED_DIR
+from linrec.trials import PRUNED_FILE
 
 log = logging.getLogger("linrec")
 
@@ -238,11 +239,13 @@ NO_RESULTS = ("no results: its process was killed (out of memory, SIGKILL) or th
 
 
 def _jobs(sweep_dir: Path) -> Iterator[tuple[Path, float, bool]]:
-    """(job directory, when it started, whether it left an outcome: results.json, study.json or
-    FAILED) of every job below sweep_dir, i.e. every directory Hydra wrote .hydra/ into."""
+    """(job directory, when it started, whether it left an outcome: results.json, study.json,
+    FAILED or PRUNED) of every job below sweep_dir, i.e. every directory Hydra wrote .hydra/
+    into."""
     for overrides in sorted(sweep_dir.rglob(".hydra/overrides.yaml")):
         job = overrides.parent.parent
-        outcome = any((job / name).exists() for name in (RESULTS_FILE, STUDY_FILE, FAILED_FILE))
+        outcome = any((job / name).exists()
+                      for name in (RESULTS_FILE, STUDY_FILE, FAILED_FILE, PRUNED_FILE))
         yield job, overrides.stat().st_mtime, outcome
 
 
@@ -307,11 +310,14 @@ def sweep_table(sweep_dir: Path, since: float | None = None) -> list[str]:
                      cell(test) if split != "test" else ""])
     header = [*(keys or ["job"]), f"{split} {metric}", "", f"test {metric}"
               if split != "test" else ""]
-    lines = [f"sweep {sweep_dir}: {len(complete)} of {len(jobs)} job(s) complete"]
+    pruned = sum((job / PRUNED_FILE).exists() for job, _, _ in jobs)
+    lines = [f"sweep {sweep_dir}: {len(complete)} of {len(jobs)} job(s) complete"
+             + (f", {pruned} pruned" if pruned else "")]
     if rows:
         lines += text_table(header, rows, left=len(keys or ["job"]))
     unfinished = unfinished_jobs(sweep_dir, since) if since is not None else [
-        (j, NO_RESULTS) for j, _, r in jobs if r is None and not (j / FAILED_FILE).exists()]
+        (j, NO_RESULTS) for j, _, r in jobs
+        if r is None and not (j / FAILED_FILE).exists() and not (j / PRUNED_FILE).exists()]
     return lines if not unfinished else [*lines, f"{len(unfinished)} job(s) without results "
                                          "(listed below)"]
 

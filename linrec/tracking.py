@@ -1,7 +1,11 @@
 """Experiment tracking with MLflow (`+tracking=mlflow`, the optional extra `linrec[mlflow]`).
 
-A tracked run is also an MLflow run in a local store: a directory holding `mlflow.db` (SQLite:
-runs, parameters, metrics) and `artifacts/` (the files MLflow keeps), with no server. When the
+A tracked run is also an MLflow run, wherever the user points MLflow: `tracking.uri`, else
+`$MLFLOW_TRACKING_URI` (any MLflow URI: a tracking server `http(s)://host:port`, `sqlite:///...`,
+`file:...`), else a local store: a directory holding `mlflow.db` (SQLite: runs, parameters,
+metrics) and `artifacts/` (the files MLflow keeps), with no server. With a server, the
+artifacts go to the server's artifact store. A server that cannot be reached is one warning
+line: the run itself goes on and is written locally as always. When the
 linrec run starts, its MLflow run gets the config as parameters (flattened, `model.lam`); when
 it ends, the exact metrics of every split (`test/ndcg_at_20`: MLflow names allow no `@`), the
 per-epoch records of a model trained by epochs (loss, learning rate, validation value, with the
@@ -38,10 +42,29 @@ class TrackingConfig(Params):
     where = "tracking"
 
     name: str = param("mlflow", choices=("mlflow",), doc="the tracking back-end")
-    store: str = param("mlflow", doc="the store's directory (mlflow.db and artifacts/), made if "
-                                     "missing; relative paths from where linrec is started")
+    uri: str | None = param(None, doc="the MLflow tracking URI (http(s)://host:port, "
+                                      "sqlite:///..., file:...); null: $MLFLOW_TRACKING_URI, "
+                                      "else the local store")
+    store: str = param("mlflow", doc="the local store's directory (mlflow.db and artifacts/), "
+                                     "made if missing, when neither uri nor "
+                                     "$MLFLOW_TRACKING_URI is set; relative paths from where "
+                                     "linrec is started")
     experiment: str | None = param(None, doc="the MLflow experiment; null: the sweep's "
                                              "directory for a sweep job, 'linrec' for a run")
+
+
+def tracking_uri(config: TrackingConfig) -> tuple[str, str | None]:
+    """(the MLflow tracking URI, the artifact location of new experiments): `config.uri`, else
+    $MLFLOW_TRACKING_URI (artifacts where that store or server keeps them: None), else the local
+    store in `config.store` (made if missing) with its artifacts/ beside mlflow.db."""
+    import os
+
+    uri = config.uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return uri, None
+    store = Path(config.store).expanduser().resolve()
+    store.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{store / 'mlflow.db'}", (store / "artifacts").as_uri()
 
 
 def metric_name(key: str) -> str:
@@ -73,17 +96,17 @@ class MlflowRun:
         except ImportError as exc:
             raise ConfigError("+tracking=mlflow needs MLflow: pip install 'linrec[mlflow]'"
                               ) from exc
-        store = Path(config.store).expanduser().resolve()
-        store.mkdir(parents=True, exist_ok=True)
-        self.client = MlflowClient(tracking_uri=f"sqlite:///{store / 'mlflow.db'}")
+        uri, artifacts = tracking_uri(config)
+        self.config, self.uri = config, uri
+        self.client = MlflowClient(tracking_uri=uri)
         name = config.experiment or (str(sweep_dir) if sweep_dir else DEFAULT_EXPERIMENT)
-        experiment_id = self._experiment(name, (store / "artifacts").as_uri())
+        experiment_id = self._experiment(name, artifacts)
         self.run_id = self.client.create_run(
             experiment_id, run_name=Path(run_dir).name,
             tags={"linrec.run_dir": str(Path(run_dir).resolve())}).info.run_id
         self._log_params(_flat(run_config))
 
-    def _experiment(self, name: str, artifacts: str) -> str:
+    def _experiment(self, name: str, artifacts: str | None) -> str:
         """The id of experiment `name`, created if missing (a parallel job of the same sweep may
         create it first)."""
         from mlflow.exceptions import MlflowException
@@ -108,7 +131,14 @@ class MlflowRun:
 
     def finish(self, run_dir: Path, record: Mapping[str, Any]) -> None:
         """Log the run's record (results.json: exact metrics, training epochs) and its
-        directory."""
+        directory; a server lost on the way is one warning line (the run is written
+        locally)."""
+        try:
+            self._finish(run_dir, record)
+        except Exception as exc:  # noqa: BLE001 - the run itself is complete
+            _unreachable(self.config, exc)
+
+    def _finish(self, run_dir: Path, record: Mapping[str, Any]) -> None:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)  # MLflow's timestamps: milliseconds
@@ -125,19 +155,51 @@ class MlflowRun:
         self.client.log_artifacts(self.run_id, str(run_dir))
 
     def end(self, status: str) -> None:
-        self.client.set_terminated(self.run_id, status=status)
+        try:
+            self.client.set_terminated(self.run_id, status=status)
+        except Exception as exc:  # noqa: BLE001 - the run itself is complete
+            _unreachable(self.config, exc)
+
+
+#: how long an MLflow request may take before the server counts as unreachable, and how many
+#: times it is retried (MLflow's own defaults: 120 s and 7 retries, minutes per call); the
+#: user's own settings of these variables win
+_HTTP_SETTINGS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
+
+
+def _unreachable(config: TrackingConfig, exc: BaseException) -> None:
+    import logging
+    import sys
+
+    uri = config.uri or "$MLFLOW_TRACKING_URI"
+    reason = " ".join(str(exc).split())[:300]
+    print(f"linrec: warning: MLflow at {uri} could not be reached ({type(exc).__name__}: "
+          f"{reason}); the run goes on and is written locally only", file=sys.stderr)
+    logging.getLogger("linrec").info("MLflow unreachable: %r", exc)  # the log file keeps it
 
 
 @contextmanager
 def tracked(values: Mapping[str, Any] | TrackingConfig | None, run_config: Mapping[str, Any],
             run_dir: Path, sweep_dir: str | None = None) -> Iterator[MlflowRun | None]:
-    """The MLflow run of a linrec run while it runs (None without tracking): ended FINISHED
-    when the block ends, FAILED when it raises, KILLED when a signal or Ctrl-C stops it."""
+    """The MLflow run of a linrec run while it runs (None without tracking, or when MLflow
+    cannot be reached: one warning line, the run goes on): ended FINISHED when the block ends,
+    FAILED when it raises, KILLED when a signal or Ctrl-C stops it."""
+    import os
+
     if values is None:
         yield None
         return
     config = values if isinstance(values, TrackingConfig) else TrackingConfig.from_mapping(values)
-    run = MlflowRun(config, run_config, run_dir, sweep_dir)
+    for key, value in _HTTP_SETTINGS.items():
+        os.environ.setdefault(key, value)
+    try:
+        run = MlflowRun(config, run_config, run_dir, sweep_dir)
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a server down, a bad URI: the run goes on
+        _unreachable(config, exc)
+        yield None
+        return
     try:
         yield run
     except BaseException as exc:

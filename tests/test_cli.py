@@ -74,8 +74,10 @@ def test_per_user_metrics_are_written_as_parquet_on_request(tmp_path):
     record = json.loads((run_dir / "results.json").read_text())
     for split, ranks_file in (("test", "ranks.npz"), ("valid", "ranks_valid.npz")):
         table = pq.read_table(run_dir / f"per_user_{split}.parquet")
-        assert table.schema.names == ["user", "metric", "value"]
+        assert table.schema.names == ["user", "user_id", "metric", "value"]
         assert str(table.schema.field("user").type) == "int64"
+        # the synthetic data's own ids are the row numbers
+        assert table.column("user_id").to_pylist() == table.column("user").to_pylist()
         rows = table.to_pylist()
         values = {(r["user"], r["metric"]): r["value"] for r in rows}
         assert len(values) == len(rows)  # one row per user and metric
@@ -337,7 +339,7 @@ def test_a_plugin_of_the_sweep_extra_that_is_not_installed_names_the_extra(monke
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None
-                        if name == "hydra_plugins.hydra_optuna_sweeper" else real(name))
+                        if name == "optuna" else real(name))
     message = cli.missing_extra(["-m", "hydra/sweeper=optuna", "model.lam=interval(1,2)"])
     assert message == ("hydra/sweeper=optuna needs linrec's `sweep` extra: pip install "
                        "'linrec[sweep]' (or -e '.[sweep]' in a checkout)")

@@ -81,7 +81,7 @@ def test_the_installed_commands_run_and_print_no_warnings(tmp_path):
     sweep = _run([str(BIN / "linrec"), "-m", *SMALL, "hydra/sweeper=optuna",
                   "hydra.sweeper.n_trials=2", "model.lam=interval(5,2000)",
                   "hydra.sweep.dir=optuna"], tmp_path)
-    assert "Best value" in sweep.stdout + sweep.stderr
+    assert "optuna: best value" in sweep.stdout + sweep.stderr
     assert len(list((tmp_path / "optuna").glob("*/results.json"))) == 2
     report = _run([str(BIN / "linrec-report"), "multirun", "--out", "report"], tmp_path)
     assert (tmp_path / "report" / "report_test.md").exists(), report.stdout

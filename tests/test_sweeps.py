@@ -434,6 +434,32 @@ def test_optuna_maximizes_is_seeded_and_continues_its_study(tmp_path):
     assert set(jobs(other)) == set(values)  # the run seed fixes the trials
 
 
+def test_optuna_prunes_a_poor_mf_trial_and_records_it_pruned(tmp_path):
+    """hydra.sweeper.pruner=median: every validation pass of an MF trial is reported to its
+    trial; a trial below the median of the earlier ones at the same pass stops, its directory
+    marked PRUNED (never FAILED), the study's trial PRUNED, and the command exits 0."""
+    import optuna
+
+    sweep = tmp_path / "search"
+    done = linrec(tmp_path, "-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=4",
+                  "hydra.sweeper.pruner=median",
+                  "hydra.sweeper.pruner_options={n_startup_trials: 1, n_warmup_steps: 1}",
+                  "model.lr=choice(0.01, 0.00001)", "model=mf", "model.epochs=6",
+                  "model.stop_patience=100", *SMALL, f"hydra.sweep.dir={sweep}")
+    assert done.returncode == 0, done.stderr
+    trials = optuna.load_study(study_name="linrec", storage=f"sqlite:///{sweep / 'optuna.db'}"
+                               ).trials
+    pruned = [t for t in trials if t.state == optuna.trial.TrialState.PRUNED]
+    assert pruned and all(len(t.intermediate_values) >= 2 for t in pruned)
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    # one value per epoch (a trial that repeats a complete job's setting reuses its result)
+    assert any(len(t.intermediate_values) == 6 for t in complete)
+    markers = list(sweep.glob("*/PRUNED"))
+    assert markers and not list(sweep.glob("*/FAILED"))
+    assert "pruned by the Optuna sweeper after validation pass" in markers[0].read_text()
+    assert "1 pruned" in done.stdout
+
+
 def test_optuna_where_every_trial_fails_is_one_message(tmp_path):
     proc = linrec(tmp_path, "-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2",
                   "model=lrr", "model.rank=1000", "model.lam=interval(1, 10)", *SMALL)
@@ -442,9 +468,9 @@ def test_optuna_where_every_trial_fails_is_one_message(tmp_path):
 
 
 def test_trials_a_kill_left_running_are_failed_and_not_counted(tmp_path):
-    """optuna 2.x: a RUNNING trial of a stored study, when a command starts, was cut off by a
-    kill: it is marked failed with the linrec attribute and does not count as finished (a new
-    trial replaces it); finished and failed trials still count."""
+    """A RUNNING trial of a stored study, when a command starts, was cut off by a kill: it is
+    marked failed with the linrec attribute and does not count as finished (a new trial
+    replaces it); finished and failed trials still count."""
     import optuna
 
     from hydra_plugins.linrec_sweeper.optuna import (

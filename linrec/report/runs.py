@@ -2,7 +2,7 @@
 configuration, selection and metrics; failed and half-written runs listed, not dropped.
 
 One row per run directory:
-- `run`, `status` (complete | failed | incomplete), `error` (a failed run's message);
+- `run`, `status` (complete | failed | pruned | incomplete), `error` (why it is not complete);
 - `dataset` (its name) and `data_key` (the dataset and split protocol: runs with different keys
   are never compared in one table), `model` (the model's name, with its loss for a model
   trained with one: `mf/ccl`), `config_key` (the model's settings without seed and machine
@@ -23,6 +23,7 @@ from typing import Any
 
 from linrec.errors import DataError
 from linrec.results import FAILED_FILE, RESULTS_FILE, STUDY_FILE, run_files
+from linrec.trials import PRUNED_FILE
 
 #: model fields that do not define a configuration (machine, bookkeeping, randomness)
 NOT_CONFIGURATION = ("seed", "num_threads", "checkpoint_dir", "resume", "device")
@@ -140,6 +141,11 @@ def read_runs(dirs: Iterable[str | Path], split: str = "test") -> Runs:
             for marker in run_files(d, FAILED_FILE):
                 if marker.parent not in seen:
                     rows.append(_not_complete_row(marker.parent, "failed",
+                                                  marker.read_text().strip()))
+                    seen.add(marker.parent)
+            for marker in run_files(d, PRUNED_FILE):
+                if marker.parent not in seen:
+                    rows.append(_not_complete_row(marker.parent, "pruned",
                                                   marker.read_text().strip()))
                     seen.add(marker.parent)
             for hydra_dir in run_files(d, ".hydra"):
