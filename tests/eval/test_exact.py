@@ -131,3 +131,53 @@ def test_bad_inputs():
                     targets=sp.csr_matrix(evalset.targets.shape, dtype=np.float32))
     with pytest.raises(DataError, match="no held-out items"):
         evaluate_exact(model, empty, ks=[5], metrics=["recall"], seed=0, users_known=False)
+
+
+def _written_out_metrics(scores, evalset, seed, ks):
+    """Every exact metric of every user with targets, from the user's whole ranked list (score
+    descending, then the seeded tie-break key) of the items that are not fold-in, with the
+    metrics' textbook definitions written out here (docs/concepts/evaluation.md)."""
+    foldin, targets = evalset.foldin.toarray() > 0, evalset.targets.toarray() > 0
+    per_user: dict[str, list[float]] = {}
+    for r in range(scores.shape[0]):
+        wanted = np.flatnonzero(targets[r])
+        if wanted.size == 0:
+            continue
+        keys = tie_break_keys_at(seed, np.full(scores.shape[1], evalset.users[r]),
+                                 np.arange(scores.shape[1]))
+        items = [i for i in range(scores.shape[1]) if not foldin[r, i]]
+        ranked = sorted(items, key=lambda i: (-scores[r, i], keys[i]))
+        positions = sorted(ranked.index(t) + 1 for t in wanted)  # 1-based, best first
+        n_t, others = len(positions), len(ranked) - len(positions)
+        values = {}
+        for k in ks:
+            hits = [p for p in positions if p <= k]
+            values[f"recall@{k}"] = len(hits) / n_t
+            values[f"recall_trunc@{k}"] = len(hits) / min(k, n_t)
+            values[f"precision@{k}"] = len(hits) / k
+            values[f"hr@{k}"] = float(bool(hits))
+            idcg = sum(1 / np.log2(1 + i) for i in range(1, min(k, n_t) + 1))
+            values[f"ndcg@{k}"] = sum(1 / np.log2(1 + p) for p in hits) / idcg
+            values[f"ap@{k}"] = sum((j + 1) / p for j, p in enumerate(hits)) / min(k, n_t)
+            values[f"mrr@{k}"] = 1 / positions[0] if positions[0] <= k else 0.0
+        # AUC: the share of (target, non-target) pairs the target wins
+        above = [p - 1 - j for j, p in enumerate(positions)]  # non-targets ranked above each
+        values["auc"] = float(np.mean([(others - a) / others for a in above]))
+        for key, value in values.items():
+            per_user.setdefault(key, []).append(value)
+    return {key: float(np.mean(v)) for key, v in per_user.items()}
+
+
+@pytest.mark.parametrize("decimals", [None, 1])
+def test_evaluate_exact_equals_every_metric_written_out_from_each_users_ranked_list(decimals):
+    """Against the brute force of `_written_out_metrics` at 1e-12, with continuous scores and
+    with scores rounded to one decimal (ties broken by the seeded key)."""
+    evalset = make_evalset(40, 70, seed=3, min_targets=1)
+    model = LinearScores(70, seed=2, decimals=decimals)
+    ks = [1, 3, 10, 70]
+    result = evaluate_exact(model, evalset, ks=ks, metrics=EXACT_METRICS, seed=8,
+                            users_known=True, batch_size=16)
+    expected = _written_out_metrics(model.score(evalset.foldin, evalset.users), evalset, 8, ks)
+    assert set(result.metrics) == set(expected)
+    for key, value in expected.items():
+        assert result.metrics[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key

@@ -405,37 +405,62 @@ def test_the_spec_sampler_and_prior_groups_set_model_sampling(sampler, pool, pri
 
 
 @pytest.mark.parametrize("clip", [1e-4, 1e4, 0.0], ids=["clipped", "not clipped", "off"])
-def test_a_step_is_the_textbook_l2_clip_and_adam_step(split, tmp_path, clip):
-    """`_step` (L2 added by Adam's weight_decay, the clipping coefficient read from one pass)
-    equals the plain computation: loss + (reg/2)‖W‖², backward, torch's clip_grad_norm_,
-    torch's unfused Adam without weight decay."""
+def test_a_step_is_the_textbook_l2_clip_and_adam_step(split, tmp_path, monkeypatch, clip):
+    """Three `_step`s equal three steps written out here from the tables and the sampler's
+    draws: cosine scores, CCL (relu(1 − s⁺) + w·mean_j relu(s⁻_j − ε)), the batch mean plus
+    (reg/2)‖W‖², its gradient by autograd, the global-norm clip (coefficient
+    clip/(‖g‖ + 1e-6), at most 1) and Adam's update (β = 0.9, 0.999, ε = 1e-8, bias-corrected)
+    in plain tensor arithmetic."""
     import torch
 
-    model = MF(**FAST, reg=0.05, grad_clip=clip, checkpoint_dir=str(tmp_path / "step"))
+    reg, lr = 0.05, FAST["lr"]
+    model = MF(**FAST, reg=reg, grad_clip=clip, dropout=0.0,
+               checkpoint_dir=str(tmp_path / "step"))
     trainer = trainer_of(model, split.train.astype(np.float64))
     tables = (model._users, model._items)
-    start = [t.detach().clone() for t in tables]
-    state = trainer.generator.get_state()
+    start = [t.detach().clone().double() for t in tables]
+    drawn: list[torch.Tensor] = []
+    draw = trainer.sampler.negatives
+
+    def recorded(users):
+        negatives = draw(users)
+        drawn.append(negatives[0].clone())
+        return negatives
+
+    monkeypatch.setattr(trainer.sampler, "negatives", recorded)
     batch = next(trainer._batches())
     for _ in range(3):
         trainer._step(batch)
-    ours = [t.detach().clone() for t in tables]
+    ours = [t.detach().clone().double() for t in tables]
 
-    with torch.no_grad():
-        for table, value in zip(tables, start, strict=True):
-            table.copy_(value)
-    trainer.generator.set_state(state)
-    batch = next(trainer._batches())
-    adam = torch.optim.Adam(tables, lr=model.config.lr)
-    for _ in range(3):
-        adam.zero_grad()
-        loss = trainer._batch_loss(batch) + 0.05 / 2 * sum((t ** 2).sum() for t in tables)
-        loss.backward()
+    users_of = trainer.pair_users[batch].long()
+    positives = trainer.pair_items[batch].long()
+    loss_config = model.loss
+    weights = [t.clone().requires_grad_(True) for t in start]
+    moments = [torch.zeros_like(w) for w in weights]
+    squares = [torch.zeros_like(w) for w in weights]
+    for step, negatives in enumerate(drawn, start=1):
+        users, items = weights
+        u = users[users_of] / users[users_of].norm(dim=1, keepdim=True)
+        v = items / items.norm(dim=1, keepdim=True)
+        s_pos = (u * v[positives]).sum(1)
+        s_neg = torch.einsum("bd,bnd->bn", u, v[negatives.long()])
+        per_pair = torch.relu(1 - s_pos) + loss_config.negative_weight * torch.relu(
+            s_neg - loss_config.margin).mean(1)
+        loss = per_pair.mean() + reg / 2 * sum((w ** 2).sum() for w in weights)
+        grads = torch.autograd.grad(loss, weights)
         if clip > 0:
-            torch.nn.utils.clip_grad_norm_(tables, clip)
-        adam.step()
-    for got, want, before in zip(ours, tables, start, strict=True):
-        torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-7)
+            norm = torch.sqrt(sum((g ** 2).sum() for g in grads))
+            grads = [g * min(1.0, clip / (float(norm) + 1e-6)) for g in grads]
+        with torch.no_grad():
+            for w, g, m, v2 in zip(weights, grads, moments, squares, strict=True):
+                m.mul_(0.9).add_(0.1 * g)
+                v2.mul_(0.999).add_(0.001 * g * g)
+                m_hat, v_hat = m / (1 - 0.9 ** step), v2 / (1 - 0.999 ** step)
+                w -= lr * m_hat / (v_hat.sqrt() + 1e-8)
+    assert len(drawn) == 3
+    for got, want, before in zip(ours, weights, start, strict=True):
+        torch.testing.assert_close(got, want.detach(), rtol=1e-4, atol=1e-6)
         assert not torch.equal(got, before)
 
 

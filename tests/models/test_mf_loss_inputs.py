@@ -1,9 +1,10 @@
 """What the MF trainer hands its loss, recomputed from the embedding tables alone: on each
 scoring path (full catalogue, shared negatives, per-example negatives through `sampled_dot`),
-with cosine or dot scores over the temperature, the log sampling probabilities, the prior τ⁺ of
-each user and the score floor, on the CPU and on a CUDA device. The draws are taken from the
-sampler as it made them; every number a loss receives is then checked in float64 against numpy,
-not against the trainer."""
+with cosine or dot scores over the temperature, the user-embedding dropout, the log sampling
+probabilities, the prior τ⁺ of each user and the score floor, for every one of the thirteen
+losses, on the CPU and on a CUDA device. The draws (items and dropout masks) are taken from the
+sampler and the generator as they made them; every number a loss receives is then checked in
+float64 against numpy, not against the trainer."""
 
 from __future__ import annotations
 
@@ -38,6 +39,15 @@ def _loss_inputs(model: MF, train, monkeypatch) -> tuple[dict, dict, torch.Tenso
         model._users.normal_(generator=generator)
         model._items.normal_(generator=generator)
     calls, drawn = [], {}
+    real_rand = torch.rand
+
+    def recorded_rand(*args, **kwargs):  # the dropout mask's draws: one per user-row entry
+        values = real_rand(*args, **kwargs)
+        if values.ndim == 2 and values.shape[1] == model.dim:
+            drawn["dropout"] = values
+        return values
+
+    monkeypatch.setattr(torch, "rand", recorded_rand)
     loss_class = type(model.loss)
     real_call = loss_class.__call__
 
@@ -72,11 +82,18 @@ def _same_products(got, want: np.ndarray, magnitude: np.ndarray) -> None:
     assert np.all(error <= 2 * dim * 2.0 ** -24 * magnitude + 1e-12), error.max()
 
 
-def _expected_scores(model: MF, users, cosine: bool, temperature: float):
+def _expected_scores(model: MF, users, cosine: bool, temperature: float, drawn: dict):
+    """The user rows (normalised, dropped out with the trainer's draws, over t) and the item
+    rows of the scores, in float64."""
     u, v = _np(model._users)[users], _np(model._items)
     if cosine:
         u = u / np.linalg.norm(u, axis=1, keepdims=True)
         v = v / np.linalg.norm(v, axis=1, keepdims=True)
+    if model.dropout > 0:
+        keep = _np(drawn["dropout"]) >= model.dropout
+        u = u * keep / (1.0 - model.dropout)
+    else:
+        assert "dropout" not in drawn
     return u / temperature, v
 
 
@@ -94,19 +111,35 @@ CASES = {
                   "prior_alpha": 0.5}),
     "full catalogue, dot": dict(loss={"name": "softmax"}, similarity="dot", temperature=0.5),
 }
+#: every loss at t ≠ 1 with dropout, on the negatives path it supports, shared negatives with
+#: the row-wise sparse Adam
+for _index, _name in enumerate(sorted(LOSS_CONFIGS)):
+    _loss = LOSS_CONFIGS[_name]
+    _shared = not _loss.full_catalogue and _index % 2 == 0
+    _sampling = {"n_negatives": 6}
+    if _loss.positives:
+        _sampling["n_positives"] = 3
+    if _loss.logq:
+        _sampling.update(pool="popularity", popularity_beta=0.5)
+    if _shared:
+        _sampling["negatives"] = "shared"
+    CASES[f"{_name}, dropout 0.3, t 0.4" + (", shared, sparse_adam" if _shared else "")] = dict(
+        loss={"name": _name}, temperature=0.4, dropout=0.3, sampling=_sampling,
+        optimizer="sparse_adam" if _shared else "adam",
+        reg_mode="batch_rows" if _shared else "full_table")
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_loss_gets_the_scores_of_the_tables(train, monkeypatch, tmp_path, case, device):
     settings = CASES[case]
-    model = MF(dropout=0.0, checkpoint_dir=str(tmp_path), device=device, **settings)
+    model = MF(checkpoint_dir=str(tmp_path), device=device, **{"dropout": 0.0, **settings})
     got, drawn, batch, trainer = _loss_inputs(model, train, monkeypatch)
     cosine, t = model.similarity == "cosine", model.temperature
     users = _np(trainer.pair_users[batch]).astype(int)
     positives = _np(trainer.pair_items[batch]).astype(int)
     # the pairs are the training matrix's (user, item) entries
     assert all(train[u, i] != 0 for u, i in zip(users, positives, strict=True))
-    u, v = _expected_scores(model, users, cosine, t)
+    u, v = _expected_scores(model, users, cosine, t, drawn)
     au, av = np.abs(u), np.abs(v)
     _same_products(got["s_pos"], (u * v[positives]).sum(1), (au * av[positives]).sum(1))
     loss = LOSS_CONFIGS[settings["loss"]["name"]]

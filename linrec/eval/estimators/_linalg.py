@@ -148,16 +148,6 @@ def _unweighted_gram(cond: np.ndarray) -> np.ndarray:
     return gram
 
 
-def bias_variance_loss(x: np.ndarray, cond: np.ndarray, prior: np.ndarray, target: np.ndarray,
-                       variance_weights: np.ndarray) -> float:
-    """Σ_R P(R)(E[x|R] − F(R))² + Σ_R w(R) Var[x|R] for the values x (n,) assigned to the
-    sampled ranks, with E and Var under P(r|R) = cond (N x n dense): the objective of BV
-    (w = γ P(R), Li et al. 2023, eq. 15) and MN (w = 1/M, Li et al. 2023, eqs. 7–8), for tests."""
-    mean = cond @ x
-    var = cond @ (x * x) - mean * mean
-    return float(prior @ (mean - target) ** 2 + variance_weights @ var)
-
-
 def column_sums(cond: ConditionalOp) -> np.ndarray:
     """Σ_R P(r|R) for each r: Λ1 of Li et al. 2023, eqs. 10–11, float64 (n,)."""
     return np.asarray(cond.sum(axis=0)).ravel()

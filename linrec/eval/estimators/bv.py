@@ -10,7 +10,6 @@ import numpy as np
 
 from linrec.eval.estimators._linalg import (
     ConditionalOp,
-    bias_variance_loss,
     implied_distribution,
     weighted_gram,
 )
@@ -36,14 +35,6 @@ def bv(
     system = (1.0 - gamma) * weighted_gram(cond, prior)
     system[np.diag_indices_from(system)] += gamma * np.asarray(prior @ cond).ravel()
     return implied_distribution(cond, prior, system, histogram)
-
-
-def bv_objective(
-    x: np.ndarray, cond: np.ndarray, prior: np.ndarray, target: np.ndarray, gamma: float
-) -> float:
-    """L_BV(x) = Σ_R P(R)(E[x|R] − F(R))² + γ Σ_R P(R) Var[x|R] (Li et al. 2023, eq. 15); for
-    tests."""
-    return bias_variance_loss(x, cond, prior, target, gamma * prior)
 
 
 def runner(default_source: str) -> Callable[..., EstimateResult]:

@@ -9,7 +9,6 @@ import numpy as np
 
 from linrec.eval.estimators._linalg import (
     ConditionalOp,
-    bias_variance_loss,
     column_sums,
     implied_distribution,
     weighted_gram,
@@ -50,14 +49,6 @@ def mn(
     al. 2023, eqs. 10–11). Returns (p_hat, solve method)."""
     system = mn_system(cond, prior, n_targets, variance_weight)
     return implied_distribution(cond, prior, system, histogram)
-
-
-def mn_objective(
-    x: np.ndarray, cond: np.ndarray, prior: np.ndarray, target: np.ndarray, n_targets: int
-) -> float:
-    """L1 + L2 of Li et al. 2023, eqs. 7–8: Σ_R P(R)(E[x|R] − F(R))² + (1/M) Σ_R Var[x|R]; for
-    tests."""
-    return bias_variance_loss(x, cond, prior, target, np.full(len(prior), 1.0 / n_targets))
 
 
 def runner(default_source: str) -> Callable[..., EstimateResult]:

@@ -57,6 +57,25 @@ def metric_target(metric, k):
     return rank_gain(metric, ranks) * (ranks <= k)
 
 
+def bv_loss(x, cond, prior, target, gamma):
+    """L_BV written out over the global ranks R (Krichene & Rendle 2020; Li et al. 2023, eq. 15):
+    Σ_R P(R) [(E[x|R] − F(R))² + γ Var[x|R]], with E[x|R] = Σ_r P(r|R) x_r and
+    Var[x|R] = Σ_r P(r|R) x_r² − E[x|R]²."""
+    mean = cond @ x  # E[x|R] for every R
+    variance = cond @ (x * x) - mean ** 2
+    return float(prior @ ((mean - target) ** 2 + gamma * variance))
+
+
+def mn_loss(x, cond, prior, target, n_targets):
+    """L1 + L2 of Li et al. (2023, eqs. 7–8) written out over the global ranks R: the bias bound
+    Σ_R P(R)(E[x|R] − F(R))² plus the variance bound (1/M) Σ_R Var[x|R], with no P(R) weight
+    on the variance (as printed)."""
+    mean = cond @ x  # E[x|R] for every R
+    bias = prior @ (mean - target) ** 2
+    variance = np.sum(cond @ (x * x) - mean ** 2)
+    return float(bias + variance / n_targets)
+
+
 def bfgs(objective, sample_size, seed=0):
     # the objectives are quadratics; BFGS with the finite-difference-free gradient of a quadratic
     x0 = np.random.default_rng(seed).normal(size=sample_size) * 0.1

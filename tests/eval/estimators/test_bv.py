@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from linrec.eval.estimators import estimate
-from linrec.eval.estimators.bv import bv_objective
 from linrec.eval.metrics import curve
-from tests.eval.estimators.conftest import N_ITEMS, SAMPLE_SIZE, bfgs, metric_target
+from tests.eval.estimators.conftest import N_ITEMS, SAMPLE_SIZE, bfgs, bv_loss, metric_target
 
 
 @pytest.mark.parametrize("metric,k", [("recall", 10), ("ndcg", 25)])
@@ -18,7 +17,7 @@ def test_bv_closed_form_is_bfgs_minimiser(small, metric, k):
     sampled, hist, prior, cond = small
     gamma = 0.05
     target = metric_target(metric, k)
-    x_bfgs = bfgs(lambda x: bv_objective(x, cond, prior, target, gamma), SAMPLE_SIZE)
+    x_bfgs = bfgs(lambda x: bv_loss(x, cond, prior, target, gamma), SAMPLE_SIZE)
     result = estimate("bv", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE, gamma=gamma,
                       prior=prior)
     # the estimate is Σ_r P~(r) x_r; compare both the metric value and the minimiser's value
@@ -30,7 +29,7 @@ def test_bv_closed_form_is_bfgs_minimiser(small, metric, k):
         for r in range(1, SAMPLE_SIZE + 1)
     ])
     np.testing.assert_allclose(x_closed, x_bfgs, atol=1e-6)
-    assert bv_objective(x_closed, cond, prior, target, gamma) <= bv_objective(
+    assert bv_loss(x_closed, cond, prior, target, gamma) <= bv_loss(
         x_bfgs, cond, prior, target, gamma) + 1e-12
 
 
@@ -48,7 +47,7 @@ def test_bv_literal_typo_weighting_is_not_the_minimiser(small):
                        prior=prior).p_hat, "recall", 10)[-1]
         for r in range(1, SAMPLE_SIZE + 1)
     ])
-    assert bv_objective(x_right, cond, prior, target, gamma) < bv_objective(
+    assert bv_loss(x_right, cond, prior, target, gamma) < bv_loss(
         x_typo, cond, prior, target, gamma)
 
 

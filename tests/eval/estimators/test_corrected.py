@@ -21,6 +21,30 @@ def test_naive_reads_sampled_rank_as_global(small):
     assert result.curve("ndcg", 10)[-1] == pytest.approx(ndcg_naive, abs=1e-15)
 
 
+@pytest.mark.parametrize("n_items, sample_size", [(37, 5), (300, 20), (1000, 100)])
+def test_naive_and_unbiased_rank_at_every_k_equal_each_targets_metric(n_items, sample_size):
+    """Every metric at every K from 1 to N equals the mean over the targets of the metric of
+    each target's rank estimate, written out here: the sampled rank r itself (naive) and
+    R̂ = 1 + (r − 1)(N − 1)/(n − 1) (unbiased rank; NDCG and AP gains at ⌈R̂⌉, the position the
+    estimate puts the mass at, recall at R̂ itself)."""
+    from tests.eval.estimators.conftest import draw
+
+    _, sampled = draw(n_items, sample_size, 600, seed=7)
+    r_hat = 1 + (sampled - 1) * (n_items - 1) / (sample_size - 1)
+    placed = np.ceil(r_hat - 1e-9)
+    ks = np.arange(1, n_items + 1)[:, None]
+    for name, rank, at in (("naive", sampled, sampled), ("unbiased_rank", r_hat, placed)):
+        result = estimate(name, sampled, n_items=n_items, sample_size=sample_size)
+        expected = {
+            "recall": np.mean(rank[None, :] <= ks, axis=1),
+            "ndcg": np.mean((at[None, :] <= ks) / np.log2(at[None, :] + 1), axis=1),
+            "ap": np.mean((at[None, :] <= ks) / at[None, :], axis=1),
+        }
+        for metric, values in expected.items():
+            np.testing.assert_allclose(result.curve(metric, n_items), values, rtol=0,
+                                       atol=1e-13, err_msg=f"{name} {metric}")
+
+
 def test_unbiased_rank_places_mass_at_unbiased_rank(small):
     sampled, _, _, _ = small
     result = estimate("unbiased_rank", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE)

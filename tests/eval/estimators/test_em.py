@@ -185,3 +185,68 @@ def test_em_and_the_mes_dual_run_on_one_blas_thread_and_restore_it(monkeypatch):
         assert _blas_threads_now() == before
     assert {kind for kind, _ in seen} == {"em", "mes"}
     assert all(threads and set(threads) == {1} for _, threads in seen), seen
+
+
+@pytest.mark.parametrize("kind", ["dense", "csr", "banded"])
+@pytest.mark.parametrize("n_iter", [1, 2, 3])
+def test_every_em_step_equals_the_textbook_em_on_every_operator(kind, n_iter):
+    """After 1, 2 and 3 iterations the MLE's π is the textbook EM's, written out here
+    (π ← π ⊙ A(w ⊘ Aᵀπ) with Aᵀπ from the π of the same iteration), whether A is dense, sparse
+    or cut into the banded blocks of large catalogues: a step that read a stale Aᵀπ would keep
+    a rising likelihood for a few steps yet give another π."""
+    import scipy.sparse as sp
+
+    from linrec.eval.conditional import conditional_operator
+    from linrec.eval.estimators.em import em_mixture
+
+    n_items, sample_size = 3000, 40
+    operator = conditional_operator(n_items, sample_size, banded=kind == "banded")
+    dense = operator.toarray() if sp.issparse(operator) else np.asarray(operator)
+    if kind == "csr":
+        operator = sp.csr_array(dense)
+    elif kind == "dense":
+        operator = dense
+    _, sampled = draw(n_items, sample_size, 2000, seed=4)
+    weights = np.bincount(sampled - 1, minlength=sample_size) / len(sampled)
+    pi = np.full(n_items, 1.0 / n_items)
+    for _ in range(n_iter):  # the textbook EM (Li 2023, eqs. 28–33)
+        mixture = dense.T @ pi
+        ratio = np.divide(weights, mixture, out=np.zeros_like(weights), where=weights > 0)
+        pi = pi * (dense @ ratio)
+    found, trace, done = em_mixture(operator, weights, n_iter, np.full(n_items, 1.0 / n_items))
+    assert done == n_iter
+    np.testing.assert_allclose(found, pi / pi.sum(), rtol=1e-10, atol=1e-16)
+    mixture = dense.T @ pi
+    observed = weights > 0
+    assert trace[-1] == pytest.approx(float(weights[observed] @ np.log(mixture[observed])),
+                                      rel=1e-12)
+
+
+def test_mes_is_the_minimiser_of_its_objective_found_here_over_the_simplex():
+    """MES (Li 2023, eqs. 36–38) against a minimisation done here: s·Σ_r P~(r)((Aᵀπ)_r − P~(r))²
+    − η·H(π) (written out in `_mes_objective`), minimised over π = softmax(z) by L-BFGS with its
+    gradient written out; the estimator's π reaches the same objective (1e-10) and the same π."""
+    from scipy import optimize
+
+    n_items, sample_size, scale, eta = 60, 8, 8.0, 0.01
+    _, sampled = draw(n_items, sample_size, 2000, seed=9)
+    cond = conditional_matrix(n_items, sample_size)
+    hist = np.bincount(sampled - 1, minlength=sample_size) / len(sampled)
+
+    def objective(z):
+        pi = np.exp(z - z.max())
+        pi /= pi.sum()
+        residual = cond.T @ pi - hist
+        value = scale * np.sum(hist * residual ** 2) + eta * np.sum(pi * np.log(pi))
+        grad_pi = 2 * scale * cond @ (hist * residual) + eta * (np.log(pi) + 1)
+        return value, pi * (grad_pi - pi @ grad_pi)  # through the softmax
+
+    found = optimize.minimize(objective, np.zeros(n_items), jac=True, method="L-BFGS-B",
+                              options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 20000})
+    pi_here = np.exp(found.x - found.x.max())
+    pi_here /= pi_here.sum()
+    mes = estimate("mes", sampled, n_items=n_items, sample_size=sample_size, fit_scale=scale,
+                   entropy_weight=eta, solver="dual").p_hat
+    assert _mes_objective(mes, cond, hist, scale, eta) <= \
+        _mes_objective(pi_here, cond, hist, scale, eta) + 1e-10
+    np.testing.assert_allclose(mes, pi_here, atol=1e-6)

@@ -141,30 +141,3 @@ def test_band_blocks_hold_the_band_and_the_banded_em_gives_the_dense_em():
     # the cached (read-only) operator keeps its blocks for the next call
     cached = conditional_operator(n_items, sample_size, banded=True)
     assert band_blocks(cached) is band_blocks(cached)
-
-
-def test_bias_variance_loss_is_the_squared_bias_plus_the_weighted_variance():
-    """The BV and MN objective (Li et al. 2023, eq. 15; eqs. 7–8), written out per
-    global rank R with the variance as E[(x − E[x|R])² | R] (the helper uses E[x²] − E[x]²)."""
-    from linrec.eval.estimators._linalg import bias_variance_loss
-    from linrec.eval.estimators.bv import bv_objective
-    from linrec.eval.estimators.mn import mn_objective
-
-    n_items, sample_size = 40, 6
-    cond = conditional_matrix(n_items, sample_size)
-    rng = np.random.default_rng(3)
-    x, target = rng.random(sample_size), rng.random(n_items)
-    prior = rng.random(n_items)
-    prior /= prior.sum()
-    weights = rng.random(n_items)
-    want = 0.0
-    for big_r in range(n_items):
-        mean = sum(cond[big_r, r] * x[r] for r in range(sample_size))
-        var = sum(cond[big_r, r] * (x[r] - mean) ** 2 for r in range(sample_size))
-        want += prior[big_r] * (mean - target[big_r]) ** 2 + weights[big_r] * var
-    assert bias_variance_loss(x, cond, prior, target, weights) == pytest.approx(want, rel=1e-12)
-    gamma, m = 0.3, 17
-    assert bv_objective(x, cond, prior, target, gamma) == pytest.approx(
-        bias_variance_loss(x, cond, prior, target, gamma * prior), rel=1e-15)
-    assert mn_objective(x, cond, prior, target, m) == pytest.approx(
-        bias_variance_loss(x, cond, prior, target, np.full(n_items, 1 / m)), rel=1e-15)

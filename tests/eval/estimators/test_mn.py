@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from linrec.eval.estimators import estimate
-from linrec.eval.estimators.mn import mn_objective
 from linrec.eval.metrics import curve
 from tests.eval.estimators.conftest import (
     N_ITEMS,
@@ -18,6 +17,7 @@ from tests.eval.estimators.conftest import (
     bfgs,
     direct_weights,
     metric_target,
+    mn_loss,
 )
 
 
@@ -25,7 +25,7 @@ from tests.eval.estimators.conftest import (
 def test_mn_closed_form_is_bfgs_minimiser(small, metric, k):
     sampled, hist, prior, cond = small
     target = metric_target(metric, k)
-    x_bfgs = bfgs(lambda x: mn_objective(x, cond, prior, target, N_TARGETS), SAMPLE_SIZE)
+    x_bfgs = bfgs(lambda x: mn_loss(x, cond, prior, target, N_TARGETS), SAMPLE_SIZE)
     x_closed = np.array([
         curve(estimate("mn", np.array([r] * N_TARGETS), n_items=N_ITEMS,
                        sample_size=SAMPLE_SIZE, prior=prior).p_hat, metric, k)[-1]
