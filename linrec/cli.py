@@ -339,6 +339,11 @@ def _mark_failed_if_possible(run_dir: Path, message: str) -> None:
 
 def main() -> None:
     """`linrec [overrides...]`: see README.md."""
+    if sys.argv[1:] == ["--version"]:  # linrec's, not Hydra's own; before the heavy imports
+        from linrec.results import version_text
+
+        print(version_text())
+        return
     import hydra
 
     from linrec.config import register_configs
@@ -346,11 +351,6 @@ def main() -> None:
     from linrec.plugins import plugins_in_overrides
     from linrec.sweeps import register_resolvers, sweep_overrides
 
-    if sys.argv[1:] == ["--version"]:  # linrec's, not Hydra's own --version
-        from linrec.results import version_text
-
-        print(version_text())
-        return
     # `resume` is in the config: `+resume=...`, its spelling before that, sets it all the same
     sys.argv = [a.removeprefix("+") if a.startswith("+resume=") else a for a in sys.argv]
     _load_plugins_or_exit("linrec", plugins_in_overrides(sys.argv[1:]))

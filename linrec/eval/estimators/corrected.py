@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.optimize import lsq_linear
 
 from linrec.errors import ConfigError
 from linrec.eval.estimators._linalg import ConditionalOp
@@ -78,6 +77,8 @@ def cls(
                  hint="cls corrects every curve metric but precision")
     n_items, sample_size = cond.shape
     k_max = min(int(k_max), n_items)
+    from scipy.optimize import lsq_linear  # 0.27 s to import: only when CLS runs
+
     dense = cond.toarray() if hasattr(cond, "toarray") else np.asarray(cond)
     sqrt_prior = np.sqrt(prior)
     q, r_factor = np.linalg.qr(sqrt_prior[:, None] * dense)
