@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from linrec.errors import ConfigError, DataError
-from linrec.hardware import thread_limit, torch_threads
+from linrec.hardware import on_row_chunks, thread_limit
 
 _MASK64 = (1 << 64) - 1
 # splitmix64 constants (Steele, Lea, Flood 2014; finalizer "Mix13" of Stafford)
@@ -140,55 +140,57 @@ def sampled_wins(sampled_scores: np.ndarray, target_scores: np.ndarray,
 # ---------------------------------------------------------------------------------------------
 
 
-def top_k(scores: np.ndarray, k: int, keys: BatchKeys | np.ndarray
-          ) -> tuple[np.ndarray, np.ndarray]:
+#: rows from which `top_k` selects with the compiled heap; fewer are sorted by numpy, so that a
+#: process's first small request skips numba's import and the kernel's load
+COMPILED_FROM_ROWS = 256
+
+
+def _top_k_sorted(scores: np.ndarray, k: int, keys: BatchKeys) -> tuple[np.ndarray, np.ndarray]:
+    """`top_k` by one sort of each row by (score descending, key ascending)."""
+    bad = np.isnan(scores).any(axis=1) | (scores == np.inf).any(axis=1)
+    if bad.any():
+        raise DataError(f"model scores of row {int(np.argmax(bad))} contain NaN or +inf; scores "
+                        "must be finite (an item scored -inf is treated as excluded)")
+    order = np.lexsort((keys.dense(), -scores), axis=1)[:, :k]
+    best = np.take_along_axis(scores, order, axis=1)
+    order[best == -np.inf] = -1
+    return order, best
+
+
+def top_k(scores: np.ndarray, k: int, keys: BatchKeys) -> tuple[np.ndarray, np.ndarray]:
     """The k best items of each row, best first, in the order of `beats`.
 
     scores: float (m, n_items); entries of -inf are excluded (masked) items and never returned.
-    keys: the rows' tie-break keys (`BatchKeys` or a uint64 (m, n_items) array).
-    Returns items int64 (m, k') and scores (m, k'), k' = min(k, n_items); a row with fewer than
-    k' candidates ends in item -1 with score -inf. NaN or +inf scores raise DataError.
+    keys: the rows' tie-break keys (`BatchKeys`). Returns items int64 (m, k') and scores
+    (m, k'), k' = min(k, n_items); a row with fewer than k' candidates ends in item -1 with
+    score -inf. NaN or +inf scores raise DataError.
 
-    The k + 1 largest scores of every row come from torch.topk (threaded, no sort of the row);
-    a row whose k-th and (k+1)-th scores tie is completed exactly from the keys of every item
-    that shares the k-th score, so the result is the exact order, not torch's tie order."""
-    import torch
-
+    One compiled pass over each row keeps a heap of its k best (linrec._top_k_kernel), rows on
+    the threads linrec may use; the keys are hashed only for the few items that reach the heap.
+    Fewer than COMPILED_FROM_ROWS rows are sorted whole instead (no kernel to load)."""
     if isinstance(k, bool) or int(k) != k or k < 1:
         raise ConfigError(f"k={k!r} must be a positive integer")
+    if not isinstance(keys, BatchKeys):
+        raise ConfigError(f"top_k: keys must be the rows' BatchKeys, got {type(keys).__name__}")
     scores = np.ascontiguousarray(scores)
-    if not scores.flags.writeable:  # torch.from_numpy shares memory and wants it writeable
-        scores = scores.copy()
     if scores.ndim != 2 or not np.issubdtype(scores.dtype, np.floating):
         raise DataError(f"top_k needs a float (rows, items) score matrix, got {scores.dtype} "
                         f"{scores.shape}")
     n_rows, n_items = scores.shape
     kk = min(int(k), n_items)
+    items = np.empty((n_rows, kk), np.int64)
+    best = np.empty((n_rows, kk), scores.dtype)
     if n_rows == 0 or kk == 0:
-        return np.empty((n_rows, kk), np.int64), np.empty((n_rows, kk), scores.dtype)
-    k1 = min(kk + 1, n_items)
-    with torch_threads(thread_limit()):
-        values, index = torch.topk(torch.from_numpy(scores), k1, dim=1, largest=True,
-                                   sorted=True)
-    values, index = values.numpy(), index.numpy().astype(np.int64)
-    bad = np.flatnonzero(np.isnan(values[:, 0]) | (values[:, 0] == np.inf))
-    if len(bad):
-        raise DataError(f"model scores of row {int(bad[0])} contain NaN or +inf; scores must be "
-                        "finite (an item scored -inf is treated as excluded)")
-    items, best = index[:, :kk].copy(), values[:, :kk].copy()
-    if k1 > kk:  # the k-th score ties with the next one: pick among the tied items by key
-        for r in np.flatnonzero((values[:, kk - 1] == values[:, kk]) & (values[:, kk] > -np.inf)):
-            v = values[r, kk - 1]
-            above = np.flatnonzero(scores[r] > v)
-            tied = np.flatnonzero(scores[r] == v)
-            tied = tied[np.argsort(keys[np.zeros(len(tied), np.int64) + r, tied],
-                                   kind="stable")[:kk - len(above)]]
-            items[r] = np.concatenate([above, tied])
-            best[r] = scores[r, items[r]]
-    rows = np.repeat(np.arange(n_rows, dtype=np.int64), kk)
-    # rows first, so the sorted entries are still kk per row in row order
-    order = np.lexsort((keys[rows, items.ravel()], -best.ravel(), rows))
-    items = items.ravel()[order].reshape(n_rows, kk)
-    best = best.ravel()[order].reshape(n_rows, kk)
-    items[best == -np.inf] = -1
+        return items, best
+    if n_rows < COMPILED_FROM_ROWS:
+        return _top_k_sorted(scores, kk, keys)
+    from linrec._top_k_kernel import top_k_rows  # numba, loaded on the first large list
+
+    bases = user_key_bases(keys)
+    bad = np.zeros(n_rows, np.int8)
+    on_row_chunks(lambda start, stop: top_k_rows(scores, bases, kk, items, best, bad, start,
+                                                 stop), n_rows, thread_limit())
+    if bad.any():
+        raise DataError(f"model scores of row {int(np.argmax(bad))} contain NaN or +inf; scores "
+                        "must be finite (an item scored -inf is treated as excluded)")
     return items, best

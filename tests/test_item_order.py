@@ -36,15 +36,28 @@ def test_top_k_equals_brute_force_with_ties_and_masks(k, levels, dtype):
     np.testing.assert_array_equal(items, want_items)
     np.testing.assert_array_equal(best, want_best.astype(dtype))
     assert best.dtype == dtype
-    # a dense key matrix gives the same lists
-    np.testing.assert_array_equal(top_k(scores, k, keys)[0], items)
 
 
 def test_top_k_rejects_nan_and_bad_k():
     scores = np.zeros((2, 5))
     scores[1, 2] = np.nan
     with pytest.raises(DataError, match="row 1 contain NaN"):
-        top_k(scores, 2, tie_break_keys(0, np.arange(2), 5))
+        top_k(scores, 2, BatchKeys(0, np.arange(2), 5))
+    scores[1, 2] = np.inf
+    with pytest.raises(DataError, match="row 1 contain NaN or \\+inf"):
+        top_k(scores, 2, BatchKeys(0, np.arange(2), 5))
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ConfigError, match="must be a positive integer"):
-            top_k(np.zeros((2, 5)), bad, tie_break_keys(0, np.arange(2), 5))
+            top_k(np.zeros((2, 5)), bad, BatchKeys(0, np.arange(2), 5))
+
+
+def test_top_k_of_many_rows_on_threads_with_ties_equals_brute_force():
+    """A thousand rows (chunks on several threads) of 300 items with heavy ties."""
+    rng = np.random.default_rng(5)
+    scores = rng.integers(0, 4, size=(1000, 300)).astype(np.float32)
+    scores[rng.random(scores.shape) < 0.5] = -np.inf
+    users = rng.permutation(5000)[:1000]
+    items, best = top_k(scores, 20, BatchKeys(3, users, 300))
+    want_items, want_best = brute_force_top_k(scores, 20, tie_break_keys(3, users, 300))
+    np.testing.assert_array_equal(items, want_items)
+    np.testing.assert_array_equal(best, want_best.astype(np.float32))

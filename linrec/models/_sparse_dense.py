@@ -6,6 +6,14 @@ same arithmetic in the same order (each output element is ((o + v0·w0) + v1·w1
 multiplication then an addition, never fused), so its result is bitwise scipy's, but it
 reads and writes each output row once per four entries and runs chunks of rows on several
 threads (the kernel releases the GIL).
+
+It works through W in blocks of columns: every row of the batch takes its entries' segments of
+one block before any row goes on to the next, so the block (items x width, about 8 MB) is read
+from memory once per batch and its segments then come from the cache, for every row that
+needs them. Row by row over the whole of W, a row's ~50 entries each read a W row of n_items
+values from memory (80 KB at 20 000 float32 items): 40 GB for 10 000 users, memory-bound
+(experiments/benchmarks/bench_recommend.py). Each output element is still the same sum in the
+same order, so the blocked result is the row-by-row result, bit for bit.
 """
 
 from __future__ import annotations
@@ -16,38 +24,56 @@ from numba import njit
 
 from linrec.hardware import on_row_chunks
 
+#: bytes of W one column block holds (the block is read once per batch, then from the cache)
+BLOCK_BYTES = 8 << 20
+#: narrowest column block (a few SIMD registers wide)
+MIN_BLOCK_COLUMNS = 64
+
 
 @njit(cache=True, nogil=True)
-def _rows(indptr, indices, data, W, out, start, stop):  # pragma: no cover - compiled
-    """out[r] = sum over the entries p of row r of data[p] · W[indices[p]], r in start:stop."""
-    n = W.shape[1]
+def _rows(indptr, indices, data, W, out, start, stop, c0, c1):  # pragma: no cover - compiled
+    """out[r, c0:c1] = sum over the entries p of row r of data[p] · W[indices[p], c0:c1], r in
+    start:stop."""
     for r in range(start, stop):
-        o = out[r]
+        o = out[r, c0:c1]
         o[:] = 0
         p, end = indptr[r], indptr[r + 1]
         while p + 4 <= end:
             v0, v1, v2, v3 = data[p], data[p + 1], data[p + 2], data[p + 3]
-            w0, w1 = W[indices[p]], W[indices[p + 1]]
-            w2, w3 = W[indices[p + 2]], W[indices[p + 3]]
-            for c in range(n):
+            w0, w1 = W[indices[p], c0:c1], W[indices[p + 1], c0:c1]
+            w2, w3 = W[indices[p + 2], c0:c1], W[indices[p + 3], c0:c1]
+            for c in range(c1 - c0):
                 o[c] = (((o[c] + v0 * w0[c]) + v1 * w1[c]) + v2 * w2[c]) + v3 * w3[c]
             p += 4
         while p < end:
-            v, w = data[p], W[indices[p]]
-            for c in range(n):
+            v, w = data[p], W[indices[p], c0:c1]
+            for c in range(c1 - c0):
                 o[c] = o[c] + v * w[c]
             p += 1
 
 
-def sparse_dense_product(foldin: sp.spmatrix, W: np.ndarray, threads: int) -> np.ndarray:
+def column_blocks(n_rows: int, n_columns: int, itemsize: int) -> list[tuple[int, int]]:
+    """(c0, c1) blocks of W's columns of about BLOCK_BYTES each (at least MIN_BLOCK_COLUMNS
+    columns, a multiple of 16)."""
+    width = max(MIN_BLOCK_COLUMNS, BLOCK_BYTES // max(1, n_rows * itemsize) // 16 * 16)
+    return [(c0, min(n_columns, c0 + width)) for c0 in range(0, n_columns, width)]
+
+
+def sparse_dense_product(foldin: sp.spmatrix, W: np.ndarray, threads: int,
+                         blocked: bool = True) -> np.ndarray:
     """foldin (m x n, sparse) @ W (n x d, dense float32/float64) in W's dtype: (m, d), equal to
-    scipy's `sp.csr_matrix(foldin, dtype=W.dtype) @ W` bit for bit, on `threads` threads."""
+    scipy's `sp.csr_matrix(foldin, dtype=W.dtype) @ W` bit for bit, on `threads` threads, in
+    column blocks of W (`blocked=False`: row by row over the whole of W, the benchmark's
+    reference)."""
     X = sp.csr_matrix(foldin, dtype=W.dtype)
     if X.shape[1] != W.shape[0]:
         raise ValueError(f"foldin has {X.shape[1]} columns but W has {W.shape[0]} rows")
     W = np.ascontiguousarray(W)
     out = np.empty((X.shape[0], W.shape[1]), dtype=W.dtype)
     indptr, indices = X.indptr.astype(np.int64), X.indices.astype(np.int64)
-    on_row_chunks(lambda start, stop: _rows(indptr, indices, X.data, W, out, start, stop),
-                  X.shape[0], threads)
+    blocks = column_blocks(*W.shape, W.itemsize) if blocked else [(0, W.shape[1])]
+    for c0, c1 in blocks:
+        on_row_chunks(lambda start, stop, c0=c0, c1=c1: _rows(indptr, indices, X.data, W, out,
+                                                              start, stop, c0, c1),
+                      X.shape[0], threads)
     return out

@@ -38,6 +38,12 @@ log = logging.getLogger(__name__)
 _FIT_MATRICES = 1.25
 
 
+#: fold-in rows from which the compiled, threaded, column-blocked product scores a batch; below,
+#: scipy's (bitwise the same): a process's first small request then skips numba's import and
+#: the kernel's load (about half a second of a 100-user call)
+COMPILED_FROM_ROWS = 256
+
+
 class ItemItemRecommender(Recommender):
     """Base of the dense item-item models: fit builds G and hands it to `_weights_from_gram`,
     score(foldin) = foldin @ W (rows x n_items, the model's dtype; bitwise scipy's product, by
@@ -69,6 +75,8 @@ class ItemItemRecommender(Recommender):
             self.W_ = self._weights_from_gram(gram(X, self.dtype, n_threads=threads))
 
     def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
+        if foldin.shape[0] < COMPILED_FROM_ROWS:  # scipy's product: the same bits, one thread
+            return np.asarray(sp.csr_matrix(foldin, dtype=self.W_.dtype) @ self.W_)
         from linrec.models._sparse_dense import sparse_dense_product  # numba, when scoring
 
         return sparse_dense_product(foldin, self.W_, thread_count(self.num_threads))
