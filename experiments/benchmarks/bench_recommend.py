@@ -113,8 +113,8 @@ def main() -> None:
             model.score(foldin[rows])
 
     def score_row_by_row():
-        from linrec.models.linalg import thread_count
         from linrec.models._sparse_dense import sparse_dense_product
+        from linrec.models.linalg import thread_count
 
         for rows in batches:
             sparse_dense_product(foldin[rows], model.W_, thread_count(0), blocked=False)
