@@ -90,9 +90,12 @@ def test_the_studies_report_draws_and_copies_every_kind(studies):
         "metric vs K": r"synthetic_\w+_(ndcg|recall)_vs_k_test",
         "spectral profile": r"study_linear_models_linear_models_seed_[01]_spectral_profile",
         "study grid": r"study_linear_models_linear_models_seed_[01]_grid_lrr",
+        # the study's scored points are runs of the report too: its own heat map of LRR
+        "report grid": r"synthetic_\w+_lrr_grid_test",
     })
     assert len(kinds["training"]) == 2 and len(kinds["metric vs K"]) == 3
     assert len(kinds["spectral profile"]) == len(kinds["study grid"]) == 2
+    assert len(kinds["report grid"]) == 1
     for kind in ("sampled curves", "estimator error", "rank histogram"):
         assert len(kinds[kind]) == 2 * 2, kind
     assert set().union(*kinds.values()) == names
