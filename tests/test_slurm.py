@@ -33,6 +33,11 @@ def partition(tmp_path_factory):
     assert started.returncode == 0, started.stdout + started.stderr
     yield started.stdout.strip().splitlines()[-1]
     subprocess.run(["bash", str(CLUSTER), "stop", str(root)], capture_output=True, timeout=120)
+    alive = subprocess.run(["ps", "-eo", "stat=,comm="], capture_output=True, text=True).stdout
+    left = [line for line in alive.splitlines()
+            if line.split()[1:2] in (["slurmstepd"], ["srun"], ["slurm_script"])
+            and not line.startswith("Z")]
+    assert not left, f"processes outlived the cluster: {left}"
 
 
 def _wait_for(condition, what: str, guard: float = 600) -> None:

@@ -11,7 +11,22 @@ node="$(hostname -s)"
 run="$root/run"
 mkdir -p "$run"
 
+descendants() {  # every process below PID, deepest first
+  local child
+  for child in $(pgrep -P "$1"); do descendants "$child"; echo "$child"; done
+}
+
 stop() {
+  # jobs first, while the daemons can still end them; then whatever a step left behind, so that
+  # no job script or srun outlives the cluster
+  if squeue -h >/dev/null 2>&1; then
+    scancel --full --user="$(id -un)" 2>/dev/null || true
+    for _ in $(seq 40); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.5; done
+  fi
+  for step in $(pgrep -x slurmstepd); do
+    kill -9 $(descendants "$step") 2>/dev/null || true
+  done
+  pkill -9 -x slurmstepd 2>/dev/null || true
   for daemon in slurmd slurmctld slurmdbd; do
     pkill -x "$daemon" 2>/dev/null || true
   done
