@@ -15,8 +15,8 @@ Two parts:
          --targets held-out items each, a factor model with 64-dimensional random embeddings
          scored by `linrec.models.MF`'s own code (a fitted MF whose tables are replaced), exact
          vs sampled seconds per pass; --figure PATH writes them as a PNG and a PDF;
-         --device cuda keeps the tables on a GPU (the scores of an exact pass come back to
-         the host row block by row block; a sampled pass brings back only its pairs).
+         --device cuda keeps the tables on a GPU (an exact pass is ranked there and brings
+         back only the ranks; a sampled pass brings back only its pairs).
 
     python experiments/benchmarks/bench_validation.py --data /path/to/gowalla
     python experiments/benchmarks/bench_validation.py --data /path/to/gowalla \

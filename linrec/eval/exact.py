@@ -74,7 +74,9 @@ def evaluate_exact(model: Scorer, evalset: EvalSet, *, ks: Sequence[int],
     fold in from evalset.foldin). seed: the tie-break seed (docs/concepts/evaluation.md, ties).
     batch_hooks: see the module docstring. batch_size overrides the size derived from
     memory_budget_mb. exclude_foldin=False ranks the fold-in items among all items instead of
-    masking them (`ranks.ranked_batches`)."""
+    masking them (`ranks.ranked_batches`). Without hooks, a model whose scores lie on a GPU
+    (`scores_on_device`) is ranked there and only the ranks come back
+    (`linrec.eval.device_ranks`)."""
     t_start = time.perf_counter()
     ks, metrics = check_ks(ks), check_metrics(metrics)
     if evalset.targets.nnz == 0:
@@ -84,7 +86,8 @@ def evaluate_exact(model: Scorer, evalset: EvalSet, *, ks: Sequence[int],
     tables = []
     batches = ranked_batches(model, evalset, seed=seed, users_known=users_known,
                              batch_size=batch_size, memory_budget_mb=memory_budget_mb,
-                             timings=timings, exclude_foldin=exclude_foldin)
+                             timings=timings, exclude_foldin=exclude_foldin,
+                             host_scores=bool(batch_hooks))
     n_batches = -(-evalset.n_users // batch_size) if batch_size else None
     for batch in tracked(batches, "evaluate", n_batches, unit="batches"):
         t0 = time.perf_counter()

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,7 +27,9 @@ import scipy.sparse as sp
 from linrec.atomic import atomic_open
 from linrec.data.splits import EvalSet
 from linrec.errors import DataError
-from linrec.hardware import on_row_chunks, thread_limit
+from linrec.eval import device_ranks
+from linrec.eval.device_ranks import non_finite_scores
+from linrec.hardware import batch_size_for, on_row_chunks, thread_limit
 from linrec.item_order import (  # noqa: F401  (re-exported: the keys the ranks use)
     BatchKeys,
     beats,
@@ -135,6 +137,16 @@ def _canonical(matrix: sp.spmatrix) -> sp.csr_matrix:
     return matrix
 
 
+def checked_batch_rows(foldin: sp.spmatrix, targets: sp.spmatrix
+                       ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """A batch's fold-in and held-out rows in canonical CSR; DataError when they overlap."""
+    foldin, targets = _canonical(foldin), _canonical(targets)
+    if targets.multiply(foldin).nnz:
+        raise DataError("a held-out item is also in its user's fold-in row; EvalSet.targets and "
+                        "EvalSet.foldin must be disjoint")
+    return foldin, targets
+
+
 def batch_global_ranks(scores: np.ndarray, foldin: sp.csr_matrix, targets: sp.csr_matrix,
                        keys: BatchKeys) -> BatchRanks:
     """Global ranks of every held-out item of a batch (module docstring).
@@ -150,10 +162,7 @@ def batch_global_ranks(scores: np.ndarray, foldin: sp.csr_matrix, targets: sp.cs
         scores = np.ascontiguousarray(scores, dtype=np.result_type(scores.dtype, np.float32))
     else:
         scores_in = None
-    targets, foldin = _canonical(targets), _canonical(foldin)
-    if targets.multiply(foldin).nnz:
-        raise DataError("a held-out item is also in its user's fold-in row; EvalSet.targets and "
-                        "EvalSet.foldin must be disjoint")
+    foldin, targets = checked_batch_rows(foldin, targets)
     t_rows, t_items = _row_ids(targets), targets.indices.astype(np.int64)
     beaten_by = np.empty(len(t_items), dtype=np.int64)
     arrays = (scores, foldin.indptr.astype(np.int64), foldin.indices.astype(np.int64),
@@ -163,12 +172,32 @@ def batch_global_ranks(scores: np.ndarray, foldin: sp.csr_matrix, targets: sp.cs
                           thread_limit())
     bad = next((b for b in found if b >= 0), -1)
     if bad >= 0:
-        raise DataError(f"model scores of batch row {bad} contain NaN or inf; scores must be "
-                        "finite (the evaluator masks fold-in items itself)")
+        raise DataError(non_finite_scores(bad))
     if scores_in is not None:
         scores_in[...] = scores
-    t_scores = scores[t_rows, t_items]
-    per_row_candidates = n_items - np.diff(foldin.indptr) - np.diff(targets.indptr) + 1
+    return _batch_ranks(foldin, targets, beaten_by, scores[t_rows, t_items])
+
+
+def device_batch_ranks(scores: Any, foldin: sp.csr_matrix, targets: sp.csr_matrix,
+                       keys: BatchKeys, chunk_elements: int | None = None) -> BatchRanks:
+    """`batch_global_ranks` of a torch tensor of scores, counted on its device
+    (`linrec.eval.device_ranks`; the same ranks): `scores` is masked in place there (fold-in
+    and held-out entries -inf), and only the counts come back. chunk_elements: score elements
+    compared at once (default `device_ranks.PAIR_CHUNK_ELEMENTS`)."""
+    foldin, targets = checked_batch_rows(foldin, targets)
+    beaten_by, t_scores = device_ranks.count_beaten(
+        scores, foldin, targets, keys,
+        chunk_elements=chunk_elements or device_ranks.PAIR_CHUNK_ELEMENTS)
+    return _batch_ranks(foldin, targets, beaten_by, t_scores)
+
+
+def _batch_ranks(foldin: sp.csr_matrix, targets: sp.csr_matrix, beaten_by: np.ndarray,
+                 t_scores: np.ndarray) -> BatchRanks:
+    """BatchRanks from the candidates beating each held-out item (in the CSR order of
+    `targets`) and the items' scores."""
+    t_rows, t_items = _row_ids(targets), targets.indices.astype(np.int64)
+    per_row_candidates = (targets.shape[1] - np.diff(foldin.indptr) - np.diff(targets.indptr)
+                          + 1)
     ranks = 1 + beaten_by
     order = np.lexsort((ranks, t_rows))
     return BatchRanks(rows=t_rows[order], items=t_items[order].astype(np.int32),
@@ -197,10 +226,11 @@ def score_batches(model: Scorer, evalset: EvalSet, *, users_known: bool,
 @dataclass(frozen=True)
 class RankedBatch:
     """One scored and ranked batch. rows: int64 eval-row positions; scores: (b, n_items), fold-in
-    entries -inf; keys: the batch's BatchKeys; ranks: BatchRanks (rows are batch positions)."""
+    entries -inf (None when the batch was ranked on the model's device); keys: the batch's
+    BatchKeys; ranks: BatchRanks (rows are batch positions)."""
 
     rows: np.ndarray
-    scores: np.ndarray
+    scores: np.ndarray | None
     keys: BatchKeys
     ranks: BatchRanks
 
@@ -208,18 +238,32 @@ class RankedBatch:
 def ranked_batches(model: Scorer, evalset: EvalSet, *, seed: int, users_known: bool,
                    batch_size: int | None = None, memory_budget_mb: float = 512,
                    timings: dict[str, float] | None = None,
-                   exclude_foldin: bool = True) -> Iterator[RankedBatch]:
+                   exclude_foldin: bool = True, host_scores: bool = True
+                   ) -> Iterator[RankedBatch]:
     """Score, mask and rank the eval rows batch by batch. Adds the seconds spent in scoring and
     ranking to timings["score"] and timings["rank"] when a dict is given. exclude_foldin=False:
     the fold-in items are not masked but ranked like any other item (Li et al. 2020's
-    "binom"/"hyper" protocol); a user's other held-out items are excluded either way."""
+    "binom"/"hyper" protocol); a user's other held-out items are excluded either way.
+    host_scores=False lets a model whose scores lie on a device (`scores_on_device`) be
+    ranked there (`linrec.eval.device_ranks`, the same ranks): the batches then carry no
+    scores, and are sized by the device's free memory unless batch_size is given. With
+    host_scores, such a model's batches come back through one reused (pinned) buffer: a
+    batch's scores are valid until the next batch."""
     timings = {} if timings is None else timings
     timings.setdefault("score", 0.0)
     timings.setdefault("rank", 0.0)
     n_items = evalset.foldin.shape[1]
     users = np.asarray(evalset.users, dtype=np.int64)
-    batches = score_batches(model, evalset, users_known=users_known, batch_size=batch_size,
-                            memory_budget_mb=memory_budget_mb)
+    device_scores = getattr(model, "scores_on_device", False)
+    on_device = device_scores and not host_scores
+    if on_device:
+        batches = _device_score_batches(model, evalset, users_known, batch_size)
+    elif device_scores:  # the hooks need the scores: copied into one reused host buffer
+        rows = batch_size or batch_size_for(n_items, memory_budget_mb)
+        batches = _host_copies(_device_score_batches(model, evalset, users_known, rows))
+    else:
+        batches = score_batches(model, evalset, users_known=users_known, batch_size=batch_size,
+                                memory_budget_mb=memory_budget_mb)
     while True:
         t0 = time.perf_counter()
         item = next(batches, None)
@@ -231,9 +275,66 @@ def ranked_batches(model: Scorer, evalset: EvalSet, *, seed: int, users_known: b
         keys = BatchKeys(seed, users[rows], n_items)
         masked = (evalset.foldin[rows] if exclude_foldin
                   else sp.csr_matrix((rows.stop - rows.start, n_items), dtype=np.float32))
-        ranks = batch_global_ranks(scores, masked, evalset.targets[rows], keys)
+        if on_device:
+            ranks = device_batch_ranks(scores, masked, evalset.targets[rows], keys)
+            scores = None
+        else:
+            ranks = batch_global_ranks(scores, masked, evalset.targets[rows], keys)
         timings["rank"] += time.perf_counter() - t1
         yield RankedBatch(np.arange(rows.start, rows.stop, dtype=np.int64), scores, keys, ranks)
+
+
+def _device_score_batches(model: Any, evalset: EvalSet, users_known: bool,
+                          batch_size: int | None) -> Iterator[tuple[slice, Any]]:
+    """(row_slice, scores tensor) over the eval rows from `model.score_tensor`, on its device;
+    rows per batch from a quarter of the device's free memory (`device_batch_rows`)."""
+    n_rows, n_items = evalset.foldin.shape
+    users = np.asarray(evalset.users) if users_known else None
+    if batch_size is None:
+        batch_size = device_batch_rows(model.score_device, n_items)
+    for start in range(0, n_rows, int(batch_size)):
+        rows = slice(start, min(n_rows, start + int(batch_size)))
+        scores = model.score_tensor(evalset.foldin[rows],
+                                    None if users is None else users[rows])
+        expected = (rows.stop - rows.start, n_items)
+        if tuple(scores.shape) != expected:
+            raise DataError(f"{type(model).__name__}.score_tensor returned shape "
+                            f"{tuple(scores.shape)} for rows {rows.start}:{rows.stop}; expected "
+                            f"{expected}")
+        yield rows, scores
+
+
+def _host_copies(batches: Iterator[tuple[slice, Any]]) -> Iterator[tuple[slice, np.ndarray]]:
+    """The device batches as host arrays, each copied into the same buffer (pinned for a CUDA
+    device, so that the copy runs at the bus's rate): a batch's array is valid until the next
+    batch, which the hooks' contract allows (they keep nothing)."""
+    import torch
+
+    buffer = None
+    for rows, scores in batches:
+        if scores.dtype not in (torch.float32, torch.float64):
+            scores = scores.to(torch.float32)
+        if buffer is None or buffer.shape[0] < scores.shape[0] or buffer.dtype != scores.dtype:
+            buffer = torch.empty(tuple(scores.shape), dtype=scores.dtype,
+                                 pin_memory=scores.device.type == "cuda")
+        view = buffer[: scores.shape[0]]
+        view.copy_(scores)
+        yield rows, view.numpy()
+
+
+#: bytes of device memory per score element of a batch ranked there: the scores, the rows a
+#: count chunk gathers and its masks are bounded apart (`device_ranks.PAIR_CHUNK_ELEMENTS`)
+_DEVICE_BYTES_PER_CELL = 8
+
+
+def device_batch_rows(device: Any, n_items: int, fraction: float = 0.25) -> int:
+    """Rows of a batch scored and ranked on `device`: `fraction` of its free memory (a CUDA
+    device), or 512 MiB's worth (any other)."""
+    import torch
+
+    free = (torch.cuda.mem_get_info(device)[0] if torch.device(device).type == "cuda"
+            else 512 * 2**20 / fraction)
+    return max(1, int(fraction * free // (max(n_items, 1) * _DEVICE_BYTES_PER_CELL)))
 
 
 def table_from_batch(batch: RankedBatch, users: np.ndarray, n_items: int) -> RankTable:

@@ -181,6 +181,22 @@ class Recommender(ABC):
     def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
         """Scores of the checked fold-in rows."""
 
+    #: whether `score_tensor` serves scores on an accelerator, where the evaluator then ranks
+    #: them (linrec.eval.device_ranks); a model trained there sets it
+    scores_on_device: bool = False
+    #: the torch device of `score_tensor`'s scores (when `scores_on_device`)
+    score_device: Any = None
+
+    def score_tensor(self, foldin: sp.spmatrix, users: np.ndarray | None = None) -> Any:
+        """`score`'s rows as a fresh torch tensor on `score_device`, for a model whose
+        `scores_on_device` is true (nothing is copied to the host)."""
+        self.check_fitted()
+        return self._score_tensor(check_foldin(foldin, self.n_items_,
+                                               f"{self.name}.score_tensor"), users)
+
+    def _score_tensor(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> Any:
+        raise NotImplementedError(f"{self.name} scores on the host (scores_on_device is false)")
+
     def score_items(self, foldin: sp.spmatrix, users: np.ndarray | None,
                     items: np.ndarray) -> np.ndarray:
         """Scores (B, m) of items[b] (int, (B, m)) for the b-th fold-in row (and user): the

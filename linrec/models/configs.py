@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from linrec.errors import ConfigError
+from linrec.models.device import DEVICE_DOC, check_device_name
 from linrec.models.positive_prior import PositivePriorConfig
 from linrec.models.samplers import SamplingConfig
 from linrec.params import FLOAT_DTYPES, Params, chosen_config, param
@@ -70,6 +71,8 @@ class ModelConfig(Params):
             raise ConfigError(f"model.name={self.name!r} does not match its config "
                               f"{type(self).__name__} ({expected!r}); choose a model with "
                               f"model=<name>")
+        if "device" in type(self).__dataclass_fields__:
+            check_device_name(self.device, f"{self.name}.device")
 
     def rank_for(self, n_items: int) -> int:
         """The rank to use on `n_items` items: `rank`, or min(cap, n_items // divisor) (at least
@@ -92,6 +95,10 @@ def _threads() -> Any:
     return param(0, ge=0, doc="BLAS and worker threads during fit (0 = all cores)")
 
 
+def _device() -> Any:
+    return param("cpu", doc=DEVICE_DOC)
+
+
 def _rank(doc: str) -> Any:
     return param(None, ge=1, doc=doc)
 
@@ -107,6 +114,7 @@ class EASEConfig(ModelConfig):
     lam: float = param(500.0, ge=0, doc="λ; published: 400 (ML-20M), 1000 (Netflix)")
     dtype: str = _dtype("float32")
     num_threads: int = _threads()
+    device: str = _device()
 
 
 @dataclass
@@ -118,6 +126,7 @@ class DLAEConfig(ModelConfig):
     lam: float = param(10.0, ge=0, doc="extra L2 (irspack form)")
     dtype: str = _dtype("float32")
     num_threads: int = _threads()
+    device: str = _device()
 
 
 @dataclass
@@ -137,6 +146,12 @@ class LowRankEDLAEConfig(DLAEConfig):
     tol: float = param(1e-6, gt=0, doc="ADMM stops at residual < tol · max(1, max |β|)")
     omega: float = param(10.0, gt=0, doc="ω of the ADMM penalty Ω = Λ + ωI")
 
+    def check(self) -> None:
+        super().check()
+        if self.device != "cpu":
+            raise ConfigError(f"{self.name}.device={self.device!r}: the low-rank ADMM runs on "
+                              "the CPU only; use device=cpu, or model=edlae on the device")
+
 
 @dataclass
 class DebiasedEASEConfig(ModelConfig):
@@ -148,6 +163,7 @@ class DebiasedEASEConfig(ModelConfig):
                                               "default prior (prior_alpha = 1)")
     dtype: str = _dtype("float32")
     num_threads: int = _threads()
+    device: str = _device()
 
 
 # --- baselines ---------------------------------------------------------------------------------
@@ -200,6 +216,7 @@ class LRRConfig(ModelConfig):
     dropout: float = param(0.0, ge=0, lt=1, doc="> 0: low-rank DLAE (eq. 68)")
     gamma: Any = param(None, doc="explicit Γ, (n_items,) or (r, n_items); Python only")
     dtype: str = _dtype("float64")
+    device: str = _device()
 
     def check(self) -> None:
         super().check()
@@ -208,6 +225,10 @@ class LRRConfig(ModelConfig):
             if self.gamma.ndim not in (1, 2) or not np.all(np.isfinite(self.gamma)):
                 raise ConfigError(f"lrr.gamma must be a finite (n_items,) vector or (r, n_items) "
                                   f"matrix, got shape {self.gamma.shape}")
+        if self.device != "cpu" and (self.dropout > 0 or self.gamma is not None):
+            raise ConfigError(f"lrr.device={self.device!r}: the general closed form (dropout > 0 "
+                              "or gamma, eq. 68) runs on the CPU only; the spectral one "
+                              "(dropout=0, no gamma) runs on the device")
 
 
 @dataclass
@@ -219,6 +240,7 @@ class PureSVDConfig(ModelConfig):
     rank: int | None = _rank("k; best of the published grid 128 (ML-20M, Netflix; smaller is "
                              "better there); null: min(128, n_items // 100)")
     dtype: str = _dtype("float64")
+    device: str = _device()
 
 
 @dataclass
@@ -232,6 +254,7 @@ class ClosedFormMFConfig(ModelConfig):
     lam: float | None = param(None, ge=0, doc="λ′; published 50 (ML-20M), 100 (Netflix); null: "
                                               "σ_k, the singular value at the rank cut")
     dtype: str = _dtype("float64")
+    device: str = _device()
 
 
 @dataclass
@@ -242,6 +265,7 @@ class RidgeConfig(ModelConfig):
     lam: float = param(1e4, ge=0,
                        doc="λ of the full-rank ridge regression (EASE without the zero diagonal)")
     dtype: str = _dtype("float64")
+    device: str = _device()
 
 
 # --- factor models (Hu et al. 2008; Li 2023, eq. 64; Jin & Li 2023, Theorems 2 and 3) -------------
@@ -450,9 +474,6 @@ class MFConfig(ModelConfig, ResumableConfig):
                               f"model.similarity=cosine (now {self.similarity})")
         if self.optimizer == "sparse_adam":
             self._check_sparse_adam()
-        if not (self.device == "cpu" or self.device.startswith("cuda")):
-            raise ConfigError(f"mf.device={self.device!r} is not allowed; allowed: cpu, cuda, "
-                              "cuda:<n>")
 
     def _check_sparse_adam(self) -> None:
         """sparse_adam updates only the rows a step's gradient touches: the L2 term of

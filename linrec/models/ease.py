@@ -24,9 +24,12 @@ from linrec.models.configs import (
     EDLAEConfig,
     LowRankEDLAEConfig,
 )
+from linrec.models.device import is_tensor, to_device, to_host, torch_device
 from linrec.models.linalg import (
     add_to_diagonal,
+    cast_like,
     check_dense_memory,
+    check_device_memory,
     gram,
     spd_inverse,
     thread_count,
@@ -36,6 +39,8 @@ from linrec.models.linalg import (
 log = logging.getLogger(__name__)
 #: dense n x n arrays alive at the peak of `fit` (G, inverted in place) plus scratch headroom
 _FIT_MATRICES = 1.25
+#: on a CUDA device: G, its Cholesky factor and the inverse (linrec.models.device.spd_inverse)
+_DEVICE_MATRICES = 3.0
 
 
 #: fold-in rows from which the compiled, threaded, column-blocked product scores a batch; below,
@@ -48,7 +53,8 @@ class ItemItemRecommender(Recommender):
     """Base of the dense item-item models: fit builds G and hands it to `_weights_from_gram`,
     score(foldin) = foldin @ W (rows x n_items, the model's dtype; bitwise scipy's product, by
     a threaded kernel). `users` is ignored. `num_threads` caps the threads of fit and score
-    (0: all cores)."""
+    (0: all cores). A config `device` other than "cpu" runs `_weights_from_gram` on that torch
+    device (G copied there, W copied back; linrec.models.device); scoring stays on the host."""
 
     binary_input = False  # the closed form takes weighted interactions as they are
 
@@ -68,11 +74,23 @@ class ItemItemRecommender(Recommender):
     def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
         X = sp.csr_matrix(train, dtype=self.dtype)
         n_items = X.shape[1]
-        check_dense_memory(n_items, self.dtype, self._dense_matrices(),
-                           f"{self.name} on {n_items} items", self._memory_alternative(n_items))
+        what = f"{self.name} on {n_items} items"
+        name = getattr(self.config, "device", "cpu")  # a plugin's config may have none
+        target = None if name == "cpu" else torch_device(name, f"{self.name}.device")
+        # on a device the host holds G, then W (one array at a time)
+        check_dense_memory(n_items, self.dtype, 1.0 if target else self._dense_matrices(), what,
+                           self._memory_alternative(n_items))
+        if target is not None:
+            check_device_memory(n_items, self.dtype, _DEVICE_MATRICES, what,
+                                self._memory_alternative(n_items), target)
         threads = thread_count(self.num_threads)
         with blas_threads(threads):
-            self.W_ = self._weights_from_gram(gram(X, self.dtype, n_threads=threads))
+            G = gram(X, self.dtype, n_threads=threads)
+            if target is None:
+                self.W_ = self._weights_from_gram(G)
+                return
+            G = to_device(G, target)
+            self.W_ = to_host(self._weights_from_gram(G))
 
     def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
         if foldin.shape[0] < COMPILED_FROM_ROWS:  # scipy's product: the same bits, one thread
@@ -98,8 +116,11 @@ class EASE(ItemItemRecommender):
 
 
 def dropout_penalty(G: np.ndarray, p: float, lam: float) -> np.ndarray:
-    """Diagonal Λ = p/(1−p)·diag(G) + λ (length n) of DLAE/EDLAE (Steck 2020, irspack's form)."""
-    return p / (1.0 - p) * np.diag(G).astype(np.float64) + lam
+    """Diagonal Λ = p/(1−p)·diag(G) + λ (length n, float64) of DLAE/EDLAE (Steck 2020, irspack's
+    form); a tensor for a tensor G."""
+    diagonal = G.diagonal()
+    diagonal = diagonal.double() if is_tensor(G) else diagonal.astype(np.float64)
+    return p / (1.0 - p) * diagonal + lam
 
 
 class DLAE(ItemItemRecommender):
@@ -109,9 +130,9 @@ class DLAE(ItemItemRecommender):
     config_class = DLAEConfig
 
     def _weights_from_gram(self, G: np.ndarray) -> np.ndarray:
-        penalty = dropout_penalty(G, self.p, self.lam)
-        P = spd_inverse(add_to_diagonal(G, penalty.astype(G.dtype)))
-        P *= -penalty.astype(P.dtype)[None, :]  # −PΛ: column j scaled by Λ_jj
+        penalty = cast_like(dropout_penalty(G, self.p, self.lam), G)
+        P = spd_inverse(add_to_diagonal(G, penalty))
+        P *= -penalty[None, :]  # −PΛ: column j scaled by Λ_jj
         return add_to_diagonal(P, 1.0)
 
 
@@ -122,8 +143,8 @@ class EDLAE(ItemItemRecommender):
     config_class = EDLAEConfig
 
     def _weights_from_gram(self, G: np.ndarray) -> np.ndarray:
-        penalty = dropout_penalty(G, self.p, self.lam)
-        return zero_diagonal_weights(spd_inverse(add_to_diagonal(G, penalty.astype(G.dtype))))
+        penalty = cast_like(dropout_penalty(G, self.p, self.lam), G)
+        return zero_diagonal_weights(spd_inverse(add_to_diagonal(G, penalty)))
 
 
 class DebiasedEASE(ItemItemRecommender):

@@ -34,6 +34,7 @@ the best block at every size measured.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,6 +43,8 @@ from numpy.lib.stride_tricks import as_strided
 from linrec.errors import ConfigError, MemoryBudgetError
 from linrec.hardware import available_memory_bytes, blas_threads, thread_limit
 from linrec.models import _spd_kernels as kernels
+from linrec.models import device
+from linrec.models.device import is_tensor
 from linrec.params import check_float_dtype
 
 #: largest n · itemsize (bytes per row) given to OpenBLAS's threaded potrf/potri (module docstring)
@@ -77,6 +80,24 @@ def check_dense_memory(n: int, dtype: np.dtype | str, n_matrices: float, what: s
             f"{hint}"
         )
     return need
+
+
+def check_device_memory(n: int, dtype: np.dtype | str, n_matrices: float, what: str,
+                        alternative: str, device: Any) -> None:
+    """`check_dense_memory` for a torch device: the free memory of a CUDA device (the host's
+    for any other)."""
+    if device.type != "cuda":
+        check_dense_memory(n, dtype, n_matrices, what, alternative)
+        return
+    import torch
+
+    free, _ = torch.cuda.mem_get_info(device)
+    need = n_matrices * n * n * np.dtype(dtype).itemsize
+    if need > free:
+        raise MemoryBudgetError(
+            f"{what} on {device}: needs about {need / 2**30:.1f} GiB ({n_matrices:g} dense "
+            f"{n}x{n} {np.dtype(dtype).name} matrices) but only {free / 2**30:.1f} GiB of the "
+            f"device is free. {alternative}".rstrip())
 
 
 def thread_count(num_threads: int | None = 0) -> int:
@@ -130,8 +151,18 @@ def gram(X: sp.csr_matrix, dtype: np.dtype | str = np.float64, block_rows: int =
     return G
 
 
+def cast_like(values: Any, like: Any) -> Any:
+    """`values` in the dtype (and, for a torch tensor, on the device) of `like`."""
+    if is_tensor(like):
+        return device.cast_like(values, like)
+    return np.asarray(values).astype(like.dtype)
+
+
 def add_to_diagonal(A: np.ndarray, values: float | np.ndarray) -> np.ndarray:
-    """A[i, i] += values[i] in place (values: scalar or length n). Returns A."""
+    """A[i, i] += values[i] in place (values: scalar or length n). Returns A. A may be a torch
+    tensor (linrec.models.device)."""
+    if is_tensor(A):
+        return device.add_to_diagonal(A, values)
     n = A.shape[0]
     A.reshape(-1)[:: n + 1] += values
     return A
@@ -192,7 +223,16 @@ def spd_inverse(A: np.ndarray, dtype: FloatDtype | None = None, overwrite: bool 
     symmetric. The path is `solver_path(n, dtype, large_n)`; `block` is the leaf size
     of the recursive path (capped by `recursive_block`; see the module docstring). `n_threads`
     limits the BLAS threads (None: BLAS default, all cores; on a machine whose cores are busy with
-    other work, 1 is several times faster). Raises NotPositiveDefiniteError when A is not SPD."""
+    other work, 1 is several times faster). Raises NotPositiveDefiniteError when A is not SPD.
+    A torch tensor is inverted where it lies (linrec.models.device.spd_inverse; the other
+    arguments do not apply)."""
+    if is_tensor(A):
+        A, bad = device.cholesky_inverse(A)
+        if bad:
+            raise NotPositiveDefiniteError(
+                f"cholesky on the device: the matrix is not positive definite (leading minor "
+                f"{bad} is not positive); increase the regularization (e.g. lam > 0)")
+        return A
     target = check_float_dtype(A.dtype if dtype is None else dtype)
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ConfigError(f"spd_inverse needs a square matrix, got shape {A.shape}")
@@ -224,7 +264,9 @@ def zero_diagonal_weights(P: np.ndarray, scale: float = 1.0) -> np.ndarray:
     """In place: P <- scale · (I − P·diagM(1 ⊘ diag(P))), i.e. W_ij = −scale·P_ij / P_jj (i ≠ j) and
     W_jj = 0 exactly (EASE closed form, Steck 2019; Li 2023, eq. 100; EDLAE Steck 2020; eq. 103 Jin
     & Li 2023, Theorems 2 and 3). P (n x n) is the inverse of the regularized Gram matrix. Returns
-    the same array."""
+    the same array (a torch tensor stays one: linrec.models.device)."""
+    if is_tensor(P):
+        return device.zero_diagonal_weights(P, scale)
     column_scale = -scale / np.diag(P)
     P *= column_scale.astype(P.dtype, copy=False)[None, :]
     np.fill_diagonal(P, 0.0)

@@ -75,14 +75,30 @@ class MF(Recommender):
             raise ConfigError(f"mf.score: users must be row ids in [0, {self._users.shape[0]})")
         return users
 
-    def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
+    @property
+    def scores_on_device(self) -> bool:
+        """True when the tables lie on a GPU: the evaluator ranks there."""
+        return "_items" in self.__dict__ and self._items.device.type != "cpu"
+
+    @property
+    def score_device(self):
+        return self._items.device
+
+    def _score_tensor(self, foldin: sp.csr_matrix, users: np.ndarray | None):
         users = self._known_users(users)
         with torch.no_grad():
             items = self._item_table()
             rows = self._user_rows(torch.as_tensor(users, device=items.device))
-            rows = rows / self.temperature
+            return (rows / self.temperature) @ items.T
+
+    def _score(self, foldin: sp.csr_matrix, users: np.ndarray | None) -> np.ndarray:
+        users = self._known_users(users)
+        with torch.no_grad():
+            items = self._item_table()
             if items.device.type != "cpu":
-                return (rows @ items.T).cpu().numpy()
+                return self._score_tensor(foldin, users).cpu().numpy()
+            rows = self._user_rows(torch.as_tensor(users, device=items.device))
+            rows = rows / self.temperature
             # written into a numpy array: numpy asks the kernel for huge pages, and the page
             # faults of a fresh torch tensor of this size cost as much as the product itself
             out = np.empty((len(users), items.shape[0]), dtype=np.float32)

@@ -34,7 +34,9 @@ from linrec.models.configs import (
     RidgeConfig,
     models_in,
 )
-from linrec.models.linalg import check_dense_memory, gram
+from linrec.models.device import eigh as device_eigh
+from linrec.models.device import to_device, torch_device
+from linrec.models.linalg import check_dense_memory, check_device_memory, gram
 from linrec.params import check_float_dtype, check_int
 from linrec.registry import load
 
@@ -110,7 +112,8 @@ def clear_spectrum_cache() -> None:
 
 
 def compute_spectrum(train: sp.csr_matrix, dtype: np.dtype | str = np.float64,
-                     rank: int | None = None, cache: bool = True) -> Spectrum:
+                     rank: int | None = None, cache: bool = True,
+                     device: str = "cpu") -> Spectrum:
     """Eigendecomposition of G = XᵀX (docs/concepts/models.md): eigenvalues flipped to descending
     order and clamped at 0, eigenvectors in the same column order.
 
@@ -122,6 +125,8 @@ def compute_spectrum(train: sp.csr_matrix, dtype: np.dtype | str = np.float64,
     linrec.models.spectrum_store); a cached spectrum with enough components is reused.
     Raises MemoryBudgetError (with the estimate) before any work when G and the eigh workspace
     would not fit. Ties at a cut: the caller must not cut inside a group of equal eigenvalues.
+    device: "cuda" or "cuda:<n>" decomposes there (torch's full eigh; the spectrum comes back
+    to the host); its spectra are cached apart from the CPU's and not shared on disk.
     """
     train = check_train(train, "compute_spectrum")
     dtype = check_float_dtype(dtype, "compute_spectrum: dtype")
@@ -133,7 +138,8 @@ def compute_spectrum(train: sp.csr_matrix, dtype: np.dtype | str = np.float64,
                               f"allowed range 1..{n_items}")
     needed = n_items if rank is None else rank
 
-    key = (_matrix_key(train), dtype.name) if cache else None
+    target = None if device == "cpu" else torch_device(device, "compute_spectrum: device")
+    key = (_matrix_key(train), dtype.name, device) if cache else None
     if key is not None and key in _SPECTRUM_CACHE:
         cached = _SPECTRUM_CACHE[key]
         if cached.n_components >= needed:
@@ -144,7 +150,9 @@ def compute_spectrum(train: sp.csr_matrix, dtype: np.dtype | str = np.float64,
         # a cached spectrum serves every later rank up to the partial limit (a rank sweep then
         # decomposes once, not once per larger rank): about 30 % dearer than the smallest
         needed = max(needed, limit)
-    if key is not None and spectrum_store.enabled():
+    if target is not None:
+        spectrum = _decompose_on(train, dtype, needed, target)
+    elif key is not None and spectrum_store.enabled():
         # shared with the other processes of a sweep: the first computes, the others read
         stored = spectrum_store.load(key[0], dtype, needed)
         if stored is None:
@@ -193,6 +201,28 @@ def _decompose(train: sp.csr_matrix, dtype: np.dtype, needed: int) -> Spectrum:
         values, vectors = sla.eigh(gram_matrix, driver="evd", overwrite_a=True,
                                    check_finite=False)
     del gram_matrix
+    return _spectrum(values, vectors, dtype)
+
+
+def _decompose_on(train: sp.csr_matrix, dtype: np.dtype, needed: int, target: Any,
+                  user_side: bool | None = None) -> Spectrum:
+    """`_decompose` on a torch device: the Gram matrix of the smaller side (the users' when
+    there are fewer users than items and `needed` of them, as in `_decompose_dual`) is built on
+    the host, copied, and decomposed in full there; the `needed` leading pairs come back."""
+    n_users, n_items = train.shape
+    if user_side is None:
+        user_side = n_users < n_items and needed <= n_users
+    side = train.T.tocsr() if user_side else train
+    n = side.shape[1]
+    check_dense_memory(n, dtype, 1.0, what="the Gram matrix of the eigendecomposition",
+                       alternative="Use float32 or a partial rank.")
+    check_device_memory(n, dtype, _EIGH_DENSE_MATRICES, "the eigendecomposition of the Gram "
+                        "matrix", "Use float32 or a partial rank.", target)
+    values, vectors = device_eigh(to_device(gram(side, dtype), target), needed)
+    if user_side:
+        if values.min() <= 0:  # no item vector for a zero eigenvalue: decompose the item side
+            return _decompose_on(train, dtype, needed, target, user_side=False)
+        vectors = np.asarray(train.T @ vectors, dtype=dtype) / np.sqrt(values).astype(dtype)
     return _spectrum(values, vectors, dtype)
 
 
@@ -281,8 +311,11 @@ class SpectralFilterModel(Recommender):
     def _fit(self, train: sp.csr_matrix, validation: Validation | None) -> None:
         """One (cached) eigendecomposition of XᵀX, then the filter."""
         rank = self._rank_for(train.shape[1])
+        device = getattr(self.config, "device", "cpu")  # a plugin's config may have none
+        if device != "cpu":
+            torch_device(device, f"{self.name}.device")  # refused here, in the model's name
         spectrum = compute_spectrum(train, self.dtype,
-                                    rank=None if rank == train.shape[1] else rank)
+                                    rank=None if rank == train.shape[1] else rank, device=device)
         self.fit_spectrum(spectrum)
 
     def fit_spectrum(self, spectrum: Spectrum) -> SpectralFilterModel:

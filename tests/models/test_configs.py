@@ -21,7 +21,8 @@ def test_parameters_are_read_from_the_config():
 
 @pytest.mark.parametrize("params, match", [
     ({"lamda": 1}, r"model 'ease' has no parameter\(s\) \['lamda'\]; allowed: \['lam', 'dtype',"
-                   r" 'num_threads'\]"),
+                   r" 'num_threads', 'device'\]"),
+    ({"device": "gpu"}, r"ease.device='gpu' is not allowed; allowed: cpu, cuda, cuda:<n>"),
     ({"lam": -1.0}, r"ease.lam=-1.0 is out of range; allowed: a number >= 0"),
     ({"lam": "abc"}, r"ease.lam='abc' is not a finite number"),
     ({"dtype": "float16"}, r"ease.dtype='float16' is not allowed; allowed: \['float32'"),
