@@ -73,7 +73,7 @@ def test_run_returns_the_validation_selection_metric(tmp_path):
     record = json.loads((tmp_path / "run" / "results.json").read_text())
     assert value == record["splits"]["valid"]["exact"]["ndcg@100"] == record["selection"]["value"]
     assert record["config"]["model"] == {"name": "ease", "lam": 500.0, "dtype": "float32",
-                                         "num_threads": 0}
+                                         "num_threads": 0, "device": "cpu"}
     assert (tmp_path / "run" / "model.pkl").exists() and (tmp_path / "run" / "ranks.npz").exists()
 
 

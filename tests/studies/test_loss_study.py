@@ -155,7 +155,7 @@ def _documented(text: str) -> list[str]:
     return shlex.split(command)[1:]
 
 
-@pytest.mark.parametrize("where", ["README.md", "conf/experiment/loss_study.yaml"])
+@pytest.mark.parametrize("where", ["docs/guide.md", "conf/experiment/loss_study.yaml"])
 def test_the_documented_command_sets_the_three_datasets_paths(where):
     """`study.datasets.<d>.path=…` as the docs write it (no `+`), and the study's datasets are
     the preset's three, not a schema default merged in."""
