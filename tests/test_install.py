@@ -1,6 +1,6 @@
-"""linrec as installed: the package list of pyproject.toml, a wheel installed on its own and run
-from outside the checkout, the console scripts, a quiet output (no warning of any library), and
-`linrec --version`."""
+"""linrec as installed: the package list of pyproject.toml, the wheel with its dependencies in a
+fresh venv run from outside the checkout, the console scripts, a quiet output (no warning of any
+library), and `linrec --version`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -107,37 +106,50 @@ def _wheel(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_a_wheel_installed_alone_runs_outside_the_checkout(tmp_path):
-    """The wheel holds the configs and the sweepers: installed without dependencies into a
-    directory of its own and run from elsewhere with this environment's libraries only (python
-    -S: no .pth file, so not the editable install), `linrec`, a sweep, the Optuna sweeper and
-    `--version` work, read the configs inside the wheel and print no warning."""
-    target = tmp_path / "target"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
-                    "--target", str(target), str(_wheel(tmp_path))], check=True, timeout=600,
-                   capture_output=True)
-    libraries = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
-    env = {"PYTHONPATH": os.pathsep.join([str(target), *libraries])}
+def test_a_wheel_installed_with_its_dependencies_runs_its_commands(tmp_path):
+    """The artefact a user installs: the wheel with its `sweep` extra and every dependency (the
+    lock's versions, torch by the README's pin) in a fresh venv, run from that venv's bin/
+    outside the checkout. `linrec` (a run that keeps its model, a sweep, the Optuna sweeper,
+    `--version`), `linrec-report` and `linrec-recommend` work, read the configs inside the
+    installed wheel and print no warning."""
+    venv = tmp_path / "fresh"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    # --no-compile: the byte-code of torch's 20k modules is written on first import instead
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile",
+           "--disable-pip-version-check"]
+    wheel = _wheel(tmp_path)
+    for packages in (["torch==2.13.0"],
+                     ["-c", str(ROOT / ".ci" / "lock.txt"), f"linrec[sweep] @ {wheel.as_uri()}"]):
+        installed = subprocess.run([*pip, *packages], capture_output=True, text=True,
+                                   timeout=1200)
+        assert installed.returncode == 0, installed.stdout + installed.stderr
     work = tmp_path / "elsewhere"
     work.mkdir()
+    env = {"PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+           "HOME": str(tmp_path / "home"), "PYTHONPATH": ""}
 
-    def linrec(*args: str) -> subprocess.CompletedProcess:
-        return _run([sys.executable, "-S", str(target / "bin" / "linrec"), *args], work, env)
+    def command(name: str, *args: str) -> subprocess.CompletedProcess:
+        return _run([str(venv / "bin" / name), *args], work, env)
 
-    linrec(*SMALL, "hydra.run.dir=run")
+    command("linrec", *SMALL, "save_model=true", "hydra.run.dir=run")
     assert json.loads((work / "run" / "results.json").read_text())["model"] == "ease"
-    assert _config_source(work / "run") == str(target / "linrec" / "conf")
-    linrec("-m", *SMALL, "model.lam=100,300", "hydra.sweep.dir=sweep")
+    site = next((venv / "lib").glob("python3.*/site-packages"))
+    assert _config_source(work / "run") == str(site / "linrec" / "conf")
+    command("linrec", "-m", *SMALL, "model.lam=100,300", "hydra.sweep.dir=sweep")
     assert sorted(p.parent.name for p in (work / "sweep").glob("*/results.json")) == [
         "model.lam=100", "model.lam=300"]
-    linrec("-m", *SMALL, "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2",
-           "model.lam=interval(5,2000)", "hydra.sweep.dir=optuna")
-    assert (work / "optuna" / "optuna.db").exists()
+    command("linrec", "-m", *SMALL, "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2",
+            "model.lam=interval(5,2000)", "hydra.sweep.dir=optuna")
     assert len(list((work / "optuna").glob("*/results.json"))) == 2
-    version = linrec("--version").stdout.splitlines()
+    version = command("linrec", "--version").stdout.splitlines()
     assert version[0].startswith("linrec 0.") and "commit unknown" in version[0]
     assert {line.split()[0] for line in version[1:]} >= {
         "numpy", "scipy", "torch", "implicit", "numba", "hydra-core", "omegaconf"}
+    report = command("linrec-report", "sweep", "--out", "report", "--no-figures")
+    assert (work / "report" / "report_test.md").exists(), report.stdout
+    command("linrec-recommend", "run", "-k", "5")
+    lists = (work / "run" / "recommendations_test.tsv").read_text().splitlines()
+    assert lists[0].split("\t") == ["user", "rank", "item", "score"] and len(lists) > 5
 
 
 def test_version_names_the_commit_and_the_libraries():

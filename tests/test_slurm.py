@@ -60,9 +60,14 @@ def test_a_sweep_runs_on_the_cluster(tmp_path, partition):
     assert done.returncode == 0, done.stderr
     records = [json.loads(p.read_text()) for p in (tmp_path / "sweep").glob("*/results.json")]
     assert sorted(r["config"]["model"]["lam"] for r in records) == [100.0, 300.0]
-    accounted = subprocess.run(["sacct", "-n", "-X", "-o", "JobName%30,State", "-S", "now-1hour"],
-                               capture_output=True, text=True, check=True).stdout
-    assert "COMPLETED" in accounted
+
+    def accounted() -> list[str]:
+        return subprocess.run(["sacct", "-n", "-X", "-o", "JobName%30,State", "-S", "now-1hour"],
+                              capture_output=True, text=True, check=True).stdout.split()
+
+    # slurmdbd records a job's end a moment after the job has written its results
+    _wait_for(lambda: accounted().count("COMPLETED") >= 2,
+              "the accounting never recorded the two jobs as COMPLETED", guard=120)
 
 
 def test_preempted_and_cancelled_mf_jobs_continue_from_their_checkpoints(tmp_path, partition):
