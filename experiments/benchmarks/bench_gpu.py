@@ -5,6 +5,9 @@ machine measures in one go (the figures go to ../LOG.md and the benchmarks READM
               every host thread; the largest |ΔW| between the two.
   spectrum    PureSVD's eigendecomposition (rank 1 % of the items, from the smaller Gram
               matrix) of the same data on the device against the CPU.
+  ials        iALS epochs (float32, 64 factors, exact Cholesky) on Gowalla-like data of --items
+              items: the torch back-end on the device against the numba back-end on every host
+              thread; the largest relative gap of the objectives after the epochs.
   validation  one exact pass of a 64-dimensional MF over --catalogue items, --users users with 3
               held-out items each: tables on the device ranked there (only ranks come back),
               against the same tables ranked on the host (a hook that needs the scores forces
@@ -33,8 +36,10 @@ from _common import print_header, zipf_interactions  # noqa: E402
 from bench_validation import factor_model, synthetic_split  # noqa: E402
 
 from linrec.eval.exact import evaluate_exact  # noqa: E402
+from linrec.models import als as als_module  # noqa: E402
 from linrec.models import ease as ease_module  # noqa: E402
 from linrec.models import spectral as spectral_module  # noqa: E402
+from linrec.models.als import IALS  # noqa: E402
 from linrec.models.ease import EASE  # noqa: E402
 from linrec.models.spectral import PureSVD, clear_spectrum_cache  # noqa: E402
 
@@ -58,6 +63,7 @@ def on_cpu_tensors() -> str:
         return torch.device("cpu")
 
     ease_module.torch_device = spectral_module.torch_device = resolve
+    als_module.torch_device = resolve
     return "cuda"
 
 
@@ -98,6 +104,18 @@ def spectrum(n_items: int, device: str) -> None:
                        - 1).max())
     print(f"  CPU {cpu_s:8.2f} s   device {gpu_s:8.2f} s   CPU / device {cpu_s / gpu_s:6.1f}x"
           f"   largest relative eigenvalue gap {gap:.1e}")
+
+
+def ials(n_items: int, device: str, epochs: int = 4) -> None:
+    X = zipf_interactions(n_items * 3 // 4, n_items, 20 * n_items, seed=2)
+    print_header(f"iALS float32, 64 factors, {epochs} epochs, {X.shape[0]} users x {n_items} "
+                 f"items, {X.nnz} interactions")
+    params = dict(factors=64, reg=0.01, alpha0=0.01, epochs=epochs)
+    gpu_s, gpu = timed(lambda: IALS(**params, backend="torch", device=device).fit(X), device)
+    cpu_s, cpu = timed(lambda: IALS(**params).fit(X), "cpu")
+    gap = float(np.abs(gpu.loss_history_ / cpu.loss_history_ - 1).max())
+    print(f"  CPU (numba) {cpu_s / epochs:7.2f} s/epoch   device (torch) {gpu_s / epochs:7.2f} "
+          f"s/epoch   CPU / device {cpu_s / gpu_s:6.1f}x   objective gap {gap:.1e}")
 
 
 def validation(n_items: int, n_users: int, device: str, real_device: str) -> None:
@@ -151,6 +169,7 @@ def main() -> None:
     print(f"CPU: {model}; device: {gpu}; torch {torch.__version__}")
     ease(args.items, args.device)
     spectrum(args.items, args.device)
+    ials(args.items, args.device)
     validation(args.catalogue, args.users, args.device, real_device)
 
 

@@ -35,6 +35,7 @@ from linrec.errors import ConfigError, DataError
 from linrec.hardware import blas_threads, torch_threads
 from linrec.models.base import Recommender, Validation, binary_pattern
 from linrec.models.configs import DebiasedIALSConfig, IALSConfig, WMFConfig
+from linrec.models.device import torch_device
 from linrec.models.linalg import thread_count
 
 #: memory for the arrays of one block. CG re-reads the gathered factors (B, L, k) 2(steps + 1)
@@ -108,25 +109,35 @@ class _NumpyOps:
 
 
 class _TorchOps:
+    """torch tensors on `device` (a torch.device; the CPU unless the config names another):
+    the blocks, both sides' factors and every solve live there, the factors come back once."""
+
     name = "torch"
 
-    def __init__(self, dtype: str) -> None:
+    def __init__(self, dtype: str, device: Any = "cpu") -> None:
         import torch
 
         self.torch = torch
         self.dtype = getattr(torch, dtype)
+        self.device = torch.device(device)
 
     def array(self, values: np.ndarray) -> Any:
-        return self.torch.as_tensor(np.ascontiguousarray(values), dtype=self.dtype)
+        return self.torch.as_tensor(np.ascontiguousarray(values), dtype=self.dtype,
+                                    device=self.device)
 
     def index(self, values: np.ndarray) -> Any:
-        return self.torch.as_tensor(np.ascontiguousarray(values, dtype=np.int64))
+        return self.torch.as_tensor(np.ascontiguousarray(values, dtype=np.int64),
+                                    device=self.device)
 
     def numpy(self, values: Any) -> np.ndarray:
-        return values.numpy()
+        return values.cpu().numpy()
 
     def arange(self, n: int) -> Any:
-        return self.torch.arange(n)
+        return self.torch.arange(n, device=self.device)
+
+    @property
+    def on_host(self) -> bool:
+        return self.device.type == "cpu"
 
     def gather_rows(self, matrix: Any, index: Any) -> Any:
         # index_select is several times faster than advanced indexing on CPU
@@ -187,10 +198,15 @@ def _batched_cholesky_substitution(chol: np.ndarray, rhs: np.ndarray) -> np.ndar
     return solution
 
 
-def _make_ops(backend: str, dtype: str, threads: int = 0) -> _NumpyOps | _TorchOps:
+def _make_ops(backend: str, dtype: str, threads: int = 0, device: str = "cpu",
+              owner: str = "ials") -> _NumpyOps | _TorchOps:
+    """The array operations of a back-end; `device` (torch only, checked by the config) is
+    resolved here, so that a missing GPU fails naming `<owner>.device`."""
     if backend == "numba":
         return _NumbaOps(dtype, threads)
-    return _NumpyOps(dtype) if backend == "numpy" else _TorchOps(dtype)
+    if backend == "numpy":
+        return _NumpyOps(dtype)
+    return _TorchOps(dtype, torch_device(device, f"{owner}.device"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -339,7 +355,7 @@ class IALS(_FactorModel):
         """`epochs` sweeps (users, then items) over train (users x items, binary)."""
         pattern = train  # binary (Recommender.fit)
         n_users, n_items = pattern.shape
-        ops = _make_ops(self.backend, self.dtype, self.num_threads)
+        ops = self._ops()
         user_blocks, item_blocks, user_reg, item_reg = self._training_blocks(pattern, ops)
 
         # both sides drawn, users first: a seed keeps giving the fit it always gave (drawing
@@ -397,10 +413,15 @@ class IALS(_FactorModel):
 
         return bytes_per_row
 
+    def _ops(self) -> _NumpyOps | _TorchOps:
+        return _make_ops(self.backend, self.dtype, self.num_threads, self.device, self.name)
+
     @contextmanager
     def _workers(self, ops: _NumpyOps | _TorchOps) -> Iterator[ThreadPoolExecutor]:
-        with ops.single_threaded_kernels(), \
-                ThreadPoolExecutor(max_workers=thread_count(self.num_threads)) as pool:
+        # on a GPU one host thread queues the blocks: the device runs them in order anyway
+        on_host = getattr(ops, "on_host", True)
+        workers = thread_count(self.num_threads) if on_host else 1
+        with ops.single_threaded_kernels(), ThreadPoolExecutor(max_workers=workers) as pool:
             yield pool
 
     # -- one half-sweep --------------------------------------------------------------------------
@@ -521,7 +542,7 @@ class IALS(_FactorModel):
         if fixed.ndim != 2 or fixed.shape[1] != self.factors:
             raise DataError(f"{self.name}: factors of shape {fixed.shape}, need "
                             f"(n, {self.factors})")
-        ops = _make_ops(self.backend, self.dtype, self.num_threads)
+        ops = self._ops()
         blocks = _build_blocks(pattern, quad_nnz, lin_nnz, ops,
                                self._bytes_per_row("cholesky"), self.block_size,
                                _BLOCK_BYTES["cholesky"])

@@ -291,6 +291,14 @@ class IALSConfig(ModelConfig):
     dtype: str = _dtype("float32")
     num_threads: int = _threads()
     record_loss: bool = param(True, doc="objective after each epoch into loss_history_")
+    device: str = param("cpu", doc="cpu | cuda | cuda:<n>; a device other than cpu needs "
+                                   "backend=torch (the sweeps run there, the factors come back)")
+
+    def check(self) -> None:
+        super().check()
+        if self.device != "cpu" and self.backend != "torch":
+            raise ConfigError(f"{self.name}.device={self.device!r} runs through torch; add "
+                              f"{self.name}.backend=torch (backend={self.backend!r} is CPU only)")
 
 
 @dataclass

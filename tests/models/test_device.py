@@ -13,13 +13,16 @@ import scipy.sparse as sp
 import torch
 
 from linrec.errors import ConfigError, MemoryBudgetError
+from linrec.models import als as als_module
 from linrec.models import device as device_module
 from linrec.models import ease as ease_module
 from linrec.models import linalg
 from linrec.models import spectral as spectral_module
+from linrec.models.als import IALS, DebiasedIALS
 from linrec.models.ease import DLAE, EASE, EDLAE, DebiasedEASE, LowRankEDLAE
 from linrec.models.linalg import NotPositiveDefiniteError
 from linrec.models.spectral import LRR, ClosedFormMF, PureSVD, clear_spectrum_cache
+from tests.models.test_als import brute_item_factors, brute_user_factors, random_binary
 from tests.models.test_ease import binary_matrix, zero_diag_column_solve
 
 TOL = 1e-10
@@ -38,7 +41,7 @@ def target(request, monkeypatch) -> str:
         device_module.check_device_name(name, owner)
         return torch.device("cpu")
 
-    for module in (ease_module, spectral_module):
+    for module in (ease_module, spectral_module, als_module):
         monkeypatch.setattr(module, "torch_device", on_cpu_tensors)
     return "cuda"
 
@@ -140,9 +143,45 @@ def test_a_singular_system_on_the_device_says_what_to_change(target):
         EASE(lam=0.0, dtype="float64", device=target).fit(X)
 
 
+@pytest.mark.parametrize("solver", ["cholesky", "cg"])
+def test_ials_on_the_device_sweeps_as_the_brute_force_solves(target, solver):
+    """Two epochs on the device against per-row np.linalg.solve sweeps from the seeded start
+    (CG with k steps on k factors is exact up to rounding), and the fold-in scores."""
+    x = random_binary(seed=3)
+    k, alpha0, reg, nu = 4, 0.3, 0.05, 1.0
+    model = IALS(factors=k, reg=reg, alpha0=alpha0, nu=nu, epochs=2, seed=7, init_std=0.5,
+                 dtype="float64", backend="torch", device=target, solver=solver,
+                 cg_steps=k, block_size=7).fit(x)
+    rng = np.random.default_rng(7)
+    rng.normal(0.0, 0.5 / np.sqrt(k), (x.shape[0], k))
+    users = np.zeros((x.shape[0], k))  # unused: the user step comes first
+    items = rng.normal(0.0, 0.5 / np.sqrt(k), (x.shape[1], k))
+    ones, dense = np.ones(x.shape[0]), x.toarray()
+    for _ in range(2):
+        users = brute_user_factors(dense, items, alpha0, reg, nu, ones, ones)
+        items = brute_item_factors(dense, users, alpha0, reg, nu, ones, ones)
+    atol = 1e-10 if solver == "cholesky" else 1e-6
+    np.testing.assert_allclose(model.user_factors_, users, rtol=0, atol=atol)
+    np.testing.assert_allclose(model.item_factors_, items, rtol=0, atol=atol)
+    folded = brute_user_factors(dense[:6], items, alpha0, reg, nu, ones[:6], ones[:6])
+    np.testing.assert_allclose(model.score(x[:6], users=None), folded @ items.T, rtol=0,
+                               atol=atol)
+
+
+def test_debiased_ials_on_the_device_equals_its_cpu_fit(target):
+    x = random_binary(seed=5)
+    params = dict(factors=4, reg=0.05, alpha0=0.3, epochs=3, dtype="float64", backend="torch")
+    on_device = DebiasedIALS(**params, device=target).fit(x)
+    on_cpu = DebiasedIALS(**{**params, "backend": "numpy"}).fit(x)  # brute-checked in test_als
+    np.testing.assert_allclose(on_device.item_factors_, on_cpu.item_factors_, rtol=0,
+                               atol=1e-10)
+    np.testing.assert_allclose(on_device.loss_history_, on_cpu.loss_history_, rtol=1e-12)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message where CUDA is absent")
 @pytest.mark.parametrize("make", [lambda: EASE(device="cuda"), lambda: PureSVD(device="cuda:0"),
-                                  lambda: DebiasedEASE(device="cuda")])
+                                  lambda: DebiasedEASE(device="cuda"),
+                                  lambda: IALS(backend="torch", device="cuda")])
 def test_cuda_where_there_is_none_is_refused_before_any_work(X, make):
     with pytest.raises(ConfigError, match=r"\.device='cuda(:0)?': CUDA is not available here"):
         make().fit(X)
@@ -153,6 +192,8 @@ def test_cuda_where_there_is_none_is_refused_before_any_work(X, make):
     (lambda: LRR(device="cuda:x"), "lrr.device='cuda:x' is not allowed"),
     (lambda: LowRankEDLAE(device="cuda"), "the low-rank ADMM runs on the CPU only"),
     (lambda: LRR(device="cuda", dropout=0.2), "general closed form .* runs on the CPU only"),
+    (lambda: IALS(device="cuda"), "ials.device='cuda' runs through torch; add "
+                                  "ials.backend=torch"),
 ])
 def test_device_settings_that_cannot_run_are_refused(make, message):
     with pytest.raises(ConfigError, match=message):
