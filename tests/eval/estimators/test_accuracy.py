@@ -31,6 +31,26 @@ def test_average_relative_error_default_is_k_1_to_50():
         average_relative_error(est[:40], true[:40])
 
 
+def test_average_relative_error_takes_whole_curves_and_refuses_ks_outside_them():
+    true, est = np.array([0.1, 0.2, 0.4]), np.array([0.2, 0.2, 0.2])
+    # the last K of the curve is allowed; one past it, K = 0 and no K are refused
+    assert average_relative_error(est, true, ks=[3]) == pytest.approx(50.0, abs=1e-12)
+    assert average_relative_error(est, true, ks=range(1, 4)) == pytest.approx(50.0, abs=1e-12)
+    for ks in ([4], [0], [0, 1], []):
+        with pytest.raises(ConfigError, match="ks must lie in"):
+            average_relative_error(est, true, ks=ks)
+
+
+def test_average_relative_error_of_integer_curves_and_float_ks():
+    """Counts (hits) as integer curves, and K as YAML may give them (20.0): the same numbers
+    as float64 curves and integer K."""
+    true, est = np.array([1, 2, 4]), np.array([1.5, 2.0, 3.0])
+    assert average_relative_error(est, true, ks=[1.0, 2.0, 3.0]) == pytest.approx(
+        100 * (0.5 + 0.0 + 0.25) / 3, abs=1e-12)
+    assert average_relative_error(np.array([2, 2, 3]), true, ks=[1, 3]) == pytest.approx(
+        100 * (1.0 + 0.25) / 2, abs=1e-12)
+
+
 def test_winner_accuracy_counts_matching_argmax():
     true = np.array([0.30, 0.35, 0.32])
     est = np.array([
@@ -38,8 +58,9 @@ def test_winner_accuracy_counts_matching_argmax():
         [0.40, 0.36, 0.30],  # wrong
         [0.10, 0.20, 0.15],  # right
         [0.10, 0.20, 0.25],  # wrong
+        [0.30, 0.31, 0.30],  # right
     ])
-    assert winner_accuracy(est, true) == 2
+    assert winner_accuracy(est, true) == 3
     with pytest.raises(ConfigError, match="3 models per repeat but true_values has 2"):
         winner_accuracy(est[:, :3], true[:2])
 

@@ -247,3 +247,81 @@ def test_bad_input() -> None:
         dataset_beta_parameter([np.array([1, 2])], 100, 10, reduce="max")
     with pytest.raises(ConfigError, match=r"sampled_ranks\[0\]=0"):
         aligned_curves(np.array([0]), np.ones(5))
+
+
+def test_alignment_errors_by_hand() -> None:
+    """Every key on curves where each K differs: a zero SHR@1 (rel 0 there, by the convention),
+    then two K with known relative errors."""
+    shr, hr = np.array([0.0, 0.25, 0.5]), np.array([0.1, 0.2, 0.75])
+    # |HR - SHR| = 0.1, 0.05, 0.25; rel = 0 (SHR = 0), 0.2, 0.5
+    expected = {"abs": 0.4 / 3, "rel": 0.7 / 3, "abs@1": 0.1, "rel@1": 0.0,
+                "abs@2-10": 0.15, "rel@2-10": 0.35}
+    errs = alignment_errors(shr, hr)
+    assert errs.keys() == expected.keys()
+    for key, value in expected.items():
+        assert errs[key] == pytest.approx(value, abs=1e-15), key
+    two = alignment_errors(np.array([0.5, 1.0]), np.array([0.25, 1.0]))  # the shortest curves
+    assert two["rel@1"] == pytest.approx(0.5, abs=1e-15) and two["abs@2-10"] == 0.0
+    for bad in ((np.array([0.5]), np.array([0.5])), (np.ones(3), np.ones(4)),
+                (np.ones((2, 2)), np.ones((2, 2)))):
+        with pytest.raises(ConfigError, match="must be equal 1-d curves of length >= 2"):
+            alignment_errors(*bad)
+
+
+def test_aligned_curves_edges_of_f_and_k_max() -> None:
+    f = linear_mapping(100, 4)  # 1, 34, 67, 100
+    out = aligned_curves(np.array([1, 1, 2]), f, k_max=2)
+    np.testing.assert_array_equal(out.shr, [2 / 3, 1.0])
+    assert out.locations.dtype.kind == "i" and out.locations.tolist() == [1, 34]
+    # every sampled rank 1: SHR is 1 at every k up to k_max, not cut at the largest rank
+    np.testing.assert_array_equal(aligned_curves(np.array([1, 1]), f).shr, [1.0] * 4)
+    assert aligned_curves(np.array([1]), f, k_max=1).shr.tolist() == [1.0]
+    assert aligned_curves(np.array([1]), np.array([1.0])).shr.tolist() == [1.0]  # n = 1
+    for k_max in (0, 5):
+        with pytest.raises(ConfigError, match=rf"k_max={k_max} is out of range; .*len\(f\) = 4"):
+            aligned_curves(np.array([1]), f, k_max=k_max)
+    for bad_f in (np.array([1.0, np.nan]), np.ones((2, 2)), np.array([])):
+        with pytest.raises(ConfigError, match="f must be a finite 1-d array"):
+            aligned_curves(np.array([1]), bad_f)
+
+
+def test_aligned_curves_global_ranks_edges() -> None:
+    f = linear_mapping(100, 4)
+    single = aligned_curves(np.array([1]), f, global_ranks=np.array([34]))
+    np.testing.assert_array_equal(single.hr_at_f, [0.0, 1.0, 1.0, 1.0])
+    with pytest.raises(ConfigError, match="global_ranks is empty"):
+        aligned_curves(np.array([1]), f, global_ranks=np.array([], dtype=np.int64))
+    with pytest.raises(ConfigError, match=r"global_ranks\[0\]=0 is out of range"):
+        aligned_curves(np.array([1]), f, global_ranks=np.array([0, 3]))
+
+
+def test_bound_mapping_where_f1_is_one() -> None:
+    """(N-1)/(n-1) = 2: f(k) = ⌊(k - 1/2)·2 + 1/2⌋ = 1, 3, 5, by hand (eqs. 10–13)."""
+    np.testing.assert_array_equal(bound_mapping(5, 3), [1.0, 3.0, 5.0])
+
+
+def test_dataset_parameter_refuses_no_models_and_passes_the_fit_settings() -> None:
+    with pytest.raises(ConfigError, match="reference_sampled_ranks is empty"):
+        dataset_beta_parameter([], 100, 10)
+    ranks = np.array([1, 2, 2, 5, 9])
+    one_step = fit_beta_p(ranks, 100, 10, max_iter=1).a
+    assert one_step != fit_beta_p(ranks, 100, 10).a
+    assert dataset_beta_parameter([ranks], 100, 10, max_iter=1) == one_step
+
+
+@pytest.mark.parametrize("scheme", ["binomial", "hypergeometric"])
+def test_oracle_mapping_of_each_scheme_and_of_a_perfect_model(scheme: str) -> None:
+    rng = np.random.default_rng(5)
+    n_items, sample_size = 60, 8
+    global_ranks = rng.integers(1, 25, size=400)
+    f = oracle_mapping(global_ranks, n_items, sample_size, scheme=scheme)
+    w = np.bincount(global_ranks - 1, minlength=n_items) / len(global_ranks)
+    expected_shr = expected_sampled_curve(w, n_items, sample_size, "recall", sample_size,
+                                          scheme)
+    hr = np.concatenate([[0.0], np.cumsum(w)])
+    for k in range(sample_size):
+        gaps = np.abs(hr - expected_shr[k])
+        assert int(f[k]) == int(np.flatnonzero(gaps <= gaps.min())[0])
+    # every target first: SHR = HR = 1 from K = 1 on, so f(k) = 1 (not 0) for every k
+    perfect = oracle_mapping(np.ones(10, dtype=np.int64), n_items, sample_size, scheme=scheme)
+    np.testing.assert_array_equal(perfect, np.ones(sample_size))
