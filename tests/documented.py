@@ -50,6 +50,12 @@ NOT_RUN_HERE = {
     ".venv/bin/python -m sphinx": "builds this documentation; tests/test_docs.py builds it",
     ".venv/bin/sphinx-build": "builds this documentation; tests/test_docs.py builds it",
     "sphinx-build": "builds this documentation; tests/test_docs.py builds it",
+    ".venv/bin/mutmut": "mutation testing, hours on 2 cores; tests/test_mutation_report.py checks "
+                        "its committed report",
+    "mutmut": "mutation testing, hours on 2 cores; tests/test_mutation_report.py checks its "
+              "committed report",
+    ".venv/bin/python experiments/mutation_report.py": "reads a finished mutmut run; "
+                                                       "tests/test_mutation_report.py runs it",
 }
 
 
