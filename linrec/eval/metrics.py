@@ -82,8 +82,9 @@ def check_metrics(metrics: Sequence[str]) -> tuple[str, ...]:
 
 def parse_metric_key(key: str, where: str = "metric") -> tuple[str, int | None]:
     """'ndcg@100' -> ('ndcg', 100); 'auc' -> ('auc', None). ConfigError for anything else."""
-    name, _, k = str(key).partition("@")
-    if name not in EXACT_METRICS or (name != "auc" and not k.isdigit()) or (k and int(k) <= 0):
+    name, at, k = str(key).partition("@")
+    well_formed = not at if name == "auc" else k.isdigit() and int(k) > 0
+    if name not in EXACT_METRICS or not well_formed:
         raise ConfigError(
             f"{where}={key!r}: expected <metric>@<K> with metric in {list(EXACT_METRICS)}"
             " and K a positive integer, or 'auc'"

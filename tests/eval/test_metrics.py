@@ -4,11 +4,19 @@ eqs. 9–15 single-item forms and the Rendle running example (Rendle 2019, the r
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from linrec.errors import ConfigError, DataError
-from linrec.eval.metrics import EXACT_METRICS, exact_metrics, target_positions
+from linrec.eval.metrics import (
+    EXACT_METRICS,
+    exact_metrics,
+    parse_metric_key,
+    resolve_selection,
+    target_positions,
+)
 from linrec.eval.ranks import RankTable, global_ranks, tie_break_keys
 from tests.conftest import LinearScores, make_evalset
 
@@ -208,3 +216,32 @@ def test_auc_undefined_without_candidates():
     result = exact_metrics(table, [1], ["auc"])
     assert np.isnan(result.per_user["auc"][0])
     assert result.means["auc"] == pytest.approx((4 - 2) / 3)
+
+
+@pytest.mark.parametrize("key, parsed", [
+    ("ndcg@100", ("ndcg", 100)), ("recall@1", ("recall", 1)), ("auc", ("auc", None)),
+    ("recall_trunc@20", ("recall_trunc", 20)), ("mrr@007", ("mrr", 7)),
+])
+def test_a_metric_key_is_a_name_and_a_positive_k(key, parsed):
+    assert parse_metric_key(key) == parsed
+
+
+@pytest.mark.parametrize("key", ["ndcg", "ndcg@", "ndcg@0", "ndcg@-1", "ndcg@2.5", "hits@10",
+                                 "auc@10", "auc@", "auc@10x", "@10", "NDCG@10"])
+def test_a_malformed_metric_key_is_refused_naming_the_setting(key):
+    with pytest.raises(ConfigError) as error:
+        parse_metric_key(key, where="eval.selection")
+    assert str(error.value) == (
+        f"eval.selection={key!r}: expected <metric>@<K> with metric in {list(EXACT_METRICS)} "
+        "and K a positive integer, or 'auc'")
+    with pytest.raises(ConfigError, match=rf"^metric={re.escape(repr(key))}: expected"):
+        parse_metric_key(key)
+
+
+def test_the_selection_k_is_lowered_to_a_smaller_catalogue():
+    assert resolve_selection("ndcg@100", 100) == "ndcg@100"
+    assert resolve_selection("ndcg@100", 99) == "ndcg@99"
+    assert resolve_selection("recall@20", 5000) == "recall@20"
+    assert resolve_selection("auc", 3) == "auc"
+    with pytest.raises(ConfigError, match=r"^eval\.selection='ndcg@0'"):
+        resolve_selection("ndcg@0", 10)
