@@ -89,3 +89,18 @@ def test_order_agreement_is_scipys_tau_b_with_ties():
     assert tau == pytest.approx(expected, abs=1e-12)
     assert same == sum(bool(np.all(np.sign(row[:, None] - row) == np.sign(true[:, None] - true)))
                        for row in est)
+
+
+def test_order_agreement_of_two_models_and_of_unsigned_values():
+    """Two models (one pair: τ = ±1), and values given as unsigned integers (hit counts), whose
+    differences must not wrap around."""
+    true = np.array([0.2, 0.1])
+    est = np.array([[0.3, 0.1], [0.4, 0.2], [0.1, 0.3], [0.5, 0.5]])
+    tau, same = order_agreement(est, true)
+    assert tau == pytest.approx((1 + 1 - 1 + 0) / 4, abs=1e-15) and same == 2
+    hits = np.array([[3, 5, 4], [5, 3, 4]], dtype=np.uint8)
+    exact = np.array([3, 5, 4], dtype=np.uint8)
+    tau, same = order_agreement(hits, exact)
+    assert tau == pytest.approx((1 + kendalltau([5, 3, 4], [3, 5, 4]).statistic) / 2)
+    assert same == 1
+    assert winner_accuracy(hits, exact) == 1

@@ -90,3 +90,40 @@ def test_adaptive_bad_input():
     with pytest.raises(ConfigError, match="likelihood='exact'"):
         estimate("adaptive_mle", np.array([1, 3]), n_items=N_ITEMS, sample_size=np.array([20, 40]),
                  likelihood="exact")
+
+
+def test_batched_repeats_equal_each_sample_alone_under_both_likelihoods(adaptive_sample):
+    """adaptive_mle_repeats: one EM over B samples' cells, each column the per-user EM of its
+    own sample (written in the test), the default scheme binomial, the nested likelihood checked
+    per sample as the single-sample estimator checks it."""
+    from linrec.eval.estimators.adaptive import adaptive_mle_repeats
+
+    sampled, sizes = adaptive_sample
+    halves = [(sampled[:700], sizes[:700]), (sampled[700:], sizes[700:])]
+    for likelihood in ("paper", "nested"):
+        batched = adaptive_mle_repeats(halves, 2000, n_iter=15, likelihood=likelihood)
+        for b, (ranks, n) in enumerate(halves):
+            np.testing.assert_allclose(batched[:, b], per_user_em(ranks, n, 2000, 15),
+                                       rtol=1e-9, atol=1e-15)
+    not_doubling = [(np.array([1, 3]), np.array([20, 30]))]
+    with pytest.raises(ConfigError, match="initial_size"):
+        adaptive_mle_repeats(not_doubling, N_ITEMS, likelihood="nested")
+    with pytest.raises(ConfigError, match="likelihood='exact'"):
+        adaptive_mle_repeats(not_doubling, N_ITEMS, likelihood="exact")
+
+
+def test_nested_factor_by_hand_and_its_guards():
+    """log C(n/2, r−1) − log C(n−1, r−1) above the first level for r > 1, else 0 (eq. 12)."""
+    from scipy.special import comb
+
+    from linrec.eval.estimators.adaptive import nested_log_factor
+
+    sizes, ranks = np.array([10, 20, 20, 40, 40]), np.array([3, 1, 11, 2, 21])
+    expected = [0.0, 0.0, np.log(comb(10, 10) / comb(19, 10)), np.log(comb(20, 1) / comb(39, 1)),
+                np.log(comb(20, 20) / comb(39, 20))]
+    np.testing.assert_allclose(nested_log_factor(sizes, ranks, 10), expected, rtol=1e-12,
+                               atol=1e-12)
+    with pytest.raises(ConfigError, match="needs sample sizes initial_size"):
+        nested_log_factor(np.array([5, 20]), np.array([1, 1]), 10)  # below the first level
+    with pytest.raises(ConfigError, match="impossible under doubling"):
+        nested_log_factor(np.array([20]), np.array([12]), 10)  # r = n/2 + 2
