@@ -325,3 +325,89 @@ def test_oracle_mapping_of_each_scheme_and_of_a_perfect_model(scheme: str) -> No
     # every target first: SHR = HR = 1 from K = 1 on, so f(k) = 1 (not 0) for every k
     perfect = oracle_mapping(np.ones(10, dtype=np.int64), n_items, sample_size, scheme=scheme)
     np.testing.assert_array_equal(perfect, np.ones(sample_size))
+
+
+def _beta_p_direct(ranks: np.ndarray, n_items: int, sample_size: int, a0: float = 1.0,
+                   max_iter: int = 20, tol: float = 1e-6) -> tuple[float, list[float], bool]:
+    """Eq. 19 of Li et al. 2020 iterated on the direct recurrence: a ← −M / Σ_u
+    ln((f(r_u; a) − 1)/(N − 1)) from a0, stopping when |Δa| < tol, at most max_iter steps."""
+    history, a = [a0], a0
+    for _ in range(max_iter):
+        f = _recurrence_direct(n_items, sample_size, a)
+        a_new = -len(ranks) / np.sum(np.log((f[ranks - 1] - 1) / (n_items - 1)))
+        history.append(a_new)
+        if abs(a_new - a) < tol:
+            return a_new, history, True
+        a = a_new
+    return a, history, False
+
+
+@pytest.mark.parametrize("ranks, n_items, sample_size, settings", [
+    (np.array([1, 2, 2, 3, 7]), 500, 10, {}),  # converges
+    (np.array([1, 2, 2, 3, 7]), 500, 10, {"a0": 0.5, "tol": 1e-3}),
+    (np.array([2, 3, 3, 3]), 99, 3, {}),  # does not converge in 20 steps
+    (np.array([2, 3, 3, 3]), 99, 3, {"max_iter": 2}),
+])
+def test_beta_p_is_the_fixed_point_iteration_written_out(ranks, n_items, sample_size,
+                                                         settings) -> None:
+    a, history, converged = _beta_p_direct(ranks, n_items, sample_size, **settings)
+    fit = fit_beta_p(ranks, n_items, sample_size, **settings)
+    assert fit.converged is converged and fit.n_iter == len(history) - 1
+    np.testing.assert_allclose(fit.history, history, rtol=1e-9)
+    assert fit.a == pytest.approx(a, rel=1e-9)
+    # the same through mapping_function: the curve at the fitted a
+    g = mapping_function("beta_p", n_items, sample_size, sampled_ranks=ranks, **settings)
+    np.testing.assert_allclose(g, beta_mapping(n_items, sample_size, fit.a), rtol=1e-12)
+
+
+def test_beta_p_stops_only_when_the_step_is_below_tol() -> None:
+    ranks = np.array([1, 2, 2, 3, 7])
+    steps = np.abs(np.diff(fit_beta_p(ranks, 500, 10, tol=1e-12).history))
+    at_step_two = fit_beta_p(ranks, 500, 10, tol=float(steps[1]))  # |Δa| = tol: not yet
+    assert at_step_two.n_iter == 3 and steps[2] < steps[1]
+
+
+def test_beta_p_settings_and_inputs_are_checked() -> None:
+    with pytest.raises(ConfigError, match="sampled_ranks is empty"):
+        fit_beta_p(np.array([], dtype=np.int64), 100, 10)
+    with pytest.raises(ConfigError, match=r"^max_iter=0 is out of range"):
+        fit_beta_p(np.array([1, 2]), 100, 10, max_iter=0)
+    assert fit_beta_p(np.array([1, 2]), 100, 10, max_iter=1).n_iter == 1
+    with pytest.raises(ConfigError, match=r"^tol=0(\.0)? is out of range"):
+        fit_beta_p(np.array([1, 2]), 100, 10, tol=0.0)
+    with pytest.raises(ConfigError, match="a=-1.0 .*a is the Beta shape parameter"):
+        beta_mapping(100, 10, -1.0)
+
+
+def test_beta_mapping_with_a_large_shape_stays_finite() -> None:
+    """a = 80 at n = 5 000: t_l spans e^680, so the partial sums are taken relative to their
+    largest term; f(n; a) = N and f increases."""
+    f = beta_mapping(100_000, 5_000, 80.0)
+    assert np.all(np.isfinite(f)) and np.all(np.diff(f) >= 0)
+    assert f[-1] == pytest.approx(100_000, rel=1e-12)
+
+
+def test_mapping_function_passes_every_parameter_on() -> None:
+    ranks = [np.array([1, 2, 2, 3, 7]), np.array([1, 1, 4, 9])]
+    settings = {"a0": 0.5, "max_iter": 3, "tol": 1e-3}
+    for kind, extra in (("beta_p", {"sampled_ranks": ranks[0]}),
+                        ("dataset", {"reference_sampled_ranks": ranks})):
+        a = [fit_beta_p(r, 500, 10, **settings).a for r in ranks[:1 if kind == "beta_p" else 2]]
+        expected = beta_mapping(500, 10, float(np.median(a)))
+        np.testing.assert_allclose(mapping_function(kind, 500, 10, **extra, **settings),
+                                   expected, rtol=1e-12)
+    median = float(np.median([fit_beta_p(r, 500, 10).a for r in ranks]))
+    np.testing.assert_allclose(  # reduce defaults to the median
+        mapping_function("dataset", 500, 10, reference_sampled_ranks=ranks),
+        beta_mapping(500, 10, median), rtol=1e-12)
+    global_ranks = np.arange(1, 40)  # the two schemes' oracles differ here (f(1) = 8 and 7)
+    oracles = [mapping_function("oracle", 60, 8, global_ranks=global_ranks, scheme=scheme)
+               for scheme in ("binomial", "hypergeometric")]
+    np.testing.assert_array_equal(oracles[0], oracle_mapping(global_ranks, 60, 8, "binomial"))
+    np.testing.assert_array_equal(oracles[1],
+                                  oracle_mapping(global_ranks, 60, 8, "hypergeometric"))
+    assert not np.array_equal(*oracles)
+    for kind, needed in (("beta_p", "sampled_ranks"), ("dataset", "reference_sampled_ranks"),
+                         ("oracle", "global_ranks")):
+        with pytest.raises(ConfigError, match=rf"kind='{kind}' needs the parameter {needed}="):
+            mapping_function(kind, 500, 10)
