@@ -87,7 +87,8 @@ def signed(value: float, digits: int = 4) -> str:
 
 
 def p_value(p: float) -> str:
-    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+    """'p < 0.001' or 'p = 0.042'."""
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,9 +343,10 @@ def findings(context: Context) -> str:
         comparison = context.records.get(f"ch3/compare/{f1}_vs_{f2}")
         if comparison:
             m = comparison["metrics"]["recall@20"]
-            spread = (f"95 % interval over {comparison['users']} users "
+            users = f"{comparison['users']:,}".replace(",", " ")
+            spread = (f"95 % interval over {users} users "
                       f"[{signed(m['interval95'][0])}, {signed(m['interval95'][1])}]")
-            test = f"paired t p = {p_value(m['paired_t_p'])}, Wilcoxon p = " \
+            test = f"paired t {p_value(m['paired_t_p'])}, Wilcoxon " \
                    f"{p_value(m['wilcoxon_p'])}"
         else:
             spread = "not measured (no per-user record of the pair)"
