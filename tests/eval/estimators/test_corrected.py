@@ -82,3 +82,83 @@ def test_ls_is_weighted_least_squares(small):
     x, *_ = np.linalg.lstsq(np.sqrt(prior)[:, None] * cond, np.sqrt(prior) * target, rcond=None)
     assert result.p_hat @ target == pytest.approx(np.full(SAMPLE_SIZE, 1 / SAMPLE_SIZE) @ x,
                                                   abs=1e-9)
+
+
+def test_unbiased_rank_with_one_or_two_sampled_positions():
+    """n = 1: every target is ranked first, the mass stays at R = 1; n = 2: R̂ = 1 and N. The
+    result always has N entries, and the naive reading allows n = N."""
+    from linrec.eval.estimators.corrected import naive, unbiased_rank
+
+    np.testing.assert_array_equal(unbiased_rank(np.array([1.0]), 5), [1.0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(unbiased_rank(np.array([0.75, 0.25]), 5),
+                                  [0.75, 0, 0, 0, 0.25])
+    np.testing.assert_array_equal(unbiased_rank(np.array([0.5, 0.3, 0.2]), 6),  # 1, 3.5, 6
+                                  [0.5, 0, 0, 0.3, 0, 0.2])
+    np.testing.assert_array_equal(naive(np.array([0.5, 0.5]), 2), [0.5, 0.5])
+    with pytest.raises(Exception, match="sample_size <= n_items"):
+        naive(np.array([0.5, 0.25, 0.25]), 2)
+
+
+def _binomial_law(n_items: int, sample_size: int) -> np.ndarray:
+    """P(r | R) (N, n): r − 1 ~ Bin(n − 1, (R − 1)/(N − 1)), by scipy.stats."""
+    from scipy.stats import binom
+
+    theta = (np.arange(1, n_items + 1) - 1) / (n_items - 1)
+    return binom.pmf(np.arange(sample_size)[None, :], sample_size - 1, theta[:, None])
+
+
+@pytest.mark.parametrize("rcond", [None, 0.3])
+def test_ls_is_the_minimum_norm_weighted_solution(rcond):
+    """P̂ = √D y with y the minimum-norm solution of (√D A)ᵀ y = P~ (np.linalg.lstsq, written
+    here), the condition matrix given sparse, and its result's prior, settings and rank."""
+    import scipy.sparse as sp
+
+    from linrec.eval.estimators.corrected import ls
+
+    n_items, sample_size = 40, 6
+    law = _binomial_law(n_items, sample_size)
+    prior = np.linspace(2.0, 0.5, n_items)
+    prior /= prior.sum()
+    hist = np.array([0.3, 0.25, 0.2, 0.1, 0.1, 0.05])
+    weighted = (np.sqrt(prior)[:, None] * law).T  # (n, N)
+    y, _, rank, s = np.linalg.lstsq(weighted, hist,
+                                    rcond=rcond if rcond is not None else None)
+    if rcond is not None:  # lstsq's rcond is relative to the largest singular value too
+        assert np.sum(s > rcond * s[0]) == rank < sample_size
+    p_hat, solver = ls(sp.csr_matrix(law), hist, prior, rcond)
+    np.testing.assert_allclose(p_hat, np.sqrt(prior) * y, rtol=0, atol=1e-12)
+    assert solver == f"svd(rank={rank})"
+
+
+def test_ls_drops_exactly_zero_singular_values_at_rcond_zero():
+    from linrec.eval.estimators.corrected import ls
+
+    law = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 0.0]])  # rank 1
+    p_hat, solver = ls(law, np.array([0.6, 0.4]), np.full(3, 1 / 3), rcond=0.0)
+    assert solver == "svd(rank=1)" and np.all(np.isfinite(p_hat))
+    np.testing.assert_allclose(p_hat, [0.3, 0.3, 0.0], atol=1e-15)
+
+
+def test_ls_default_cutoff_is_numpys_and_relative_to_the_largest_singular_value():
+    """Singular values 1, 2e-16 (times 1/√3 from the uniform prior): below eps·max(N, n) of
+    the largest, so dropped, as np.linalg.lstsq drops it."""
+    from linrec.eval.estimators.corrected import ls
+
+    law = np.array([[1.0, 0.0], [0.0, 2e-16], [0.0, 0.0]])
+    prior = np.full(3, 1 / 3)
+    p_hat, solver = ls(law, np.array([0.6, 0.4]), prior)
+    y = np.linalg.lstsq((np.sqrt(prior)[:, None] * law).T, np.array([0.6, 0.4]), rcond=None)[0]
+    assert solver == "svd(rank=1)"
+    np.testing.assert_allclose(p_hat, np.sqrt(prior) * y, rtol=0, atol=1e-15)
+
+
+def test_ls_through_estimate_records_its_prior_settings_and_rank():
+    sampled = np.array([1, 1, 2, 3, 3, 6])
+    result = estimate("ls", sampled, n_items=40, sample_size=6, rcond=0.3)
+    assert result.prior == "uniform" and result.params == {"rcond": 0.3}
+    assert result.name == "ls"
+    full = estimate("ls", sampled, n_items=40, sample_size=6)
+    assert int(result.solver[len("svd(rank="):-1]) < int(full.solver[len("svd(rank="):-1])
+    # prior="run" is the estimator's own default source: the uniform prior for LS
+    run = estimate("ls", sampled, n_items=40, sample_size=6, prior="run")
+    assert run.prior == "uniform" and np.array_equal(run.p_hat, full.p_hat)
