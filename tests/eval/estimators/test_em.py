@@ -250,3 +250,99 @@ def test_mes_is_the_minimiser_of_its_objective_found_here_over_the_simplex():
     assert _mes_objective(mes, cond, hist, scale, eta) <= \
         _mes_objective(pi_here, cond, hist, scale, eta) + 1e-10
     np.testing.assert_allclose(mes, pi_here, atol=1e-6)
+
+
+def _weighted_em(law: np.ndarray, histogram: np.ndarray, weights: np.ndarray,
+                 n_iter: int) -> np.ndarray:
+    """Li 2023, eqs. 34–35 written out: EM on the re-weighted histogram w·P~ / Σ w·P~ from the
+    uniform start, `n_iter` steps p(R) ← Σ_r h̃_r p(R)P(r|R) / Σ_R' p(R')P(r|R')."""
+    h = weights * histogram
+    h = h / h.sum()
+    p = np.full(law.shape[0], 1.0 / law.shape[0])
+    for _ in range(n_iter):
+        joint = p[:, None] * law  # (N, n)
+        p = (joint / joint.sum(axis=0, keepdims=True)) @ h
+    return p
+
+
+@pytest.mark.parametrize("weights, settings", [
+    (lambda r: 1.0 / (1.0 + (r - 1.0) / 10.0), {}),  # the defaults: "ap", C = 10, 100 steps
+    (lambda r: 1.0 / np.log2(1.0 + r / 3.0), {"weights": "ndcg", "weight_scale": 3.0,
+                                              "n_iter": 40}),
+    (lambda r: 1.0 / r, {"weights": lambda r: 1.0 / r, "n_iter": 40}),
+    (lambda r: np.r_[1.0, 0.0, np.ones(len(r) - 2)], {"weights": np.r_[1.0, 0.0, np.ones(8)],
+                                                     "n_iter": 40}),
+])
+def test_weighted_mle_is_the_em_of_the_reweighted_histogram(weights, settings):
+    from scipy.stats import binom
+
+    n_items, sample_size = 30, 10
+    _, sampled = draw(n_items, sample_size, 400, seed=4)
+    theta = np.arange(n_items) / (n_items - 1)
+    law = binom.pmf(np.arange(sample_size)[None, :], sample_size - 1, theta[:, None])
+    histogram = np.bincount(sampled - 1, minlength=sample_size) / len(sampled)
+    n_iter = settings.get("n_iter", 100)
+    expected = _weighted_em(law, histogram, weights(np.arange(1.0, sample_size + 1)), n_iter)
+    result = estimate("weighted_mle", sampled, n_items=n_items, sample_size=sample_size,
+                      **settings)
+    np.testing.assert_allclose(result.p_hat, expected, rtol=1e-9, atol=1e-14)
+    kind = settings.get("weights", "ap")
+    assert result.params == {"weights": kind if isinstance(kind, str) else "custom",
+                             "weight_scale": settings.get("weight_scale", 10.0),
+                             "init": "uniform", "tol": None}
+    assert result.iterations == n_iter and result.solver == "em"
+    assert len(result.log_likelihood) == n_iter + 1
+
+
+@pytest.mark.parametrize("settings, match", [
+    ({"weight_scale": 0.0}, r"^weight_scale=0\.0 is out of range"),
+    ({"weights": "map"}, r"weights='map' must be 'ap', 'ndcg'"),
+    ({"weights": np.ones(9)}, "of length sample_size=10"),
+    ({"weights": np.r_[np.ones(9), np.nan]}, "must be finite"),
+    ({"weights": np.r_[np.ones(9), -1.0]}, "must be finite, >= 0"),
+    ({"weights": np.r_[np.zeros(9), 1.0]}, "zero on every observed sampled rank"),
+])
+def test_weighted_mle_refuses_weights_that_cannot_weigh(settings, match):
+    sampled = np.array([1, 2, 2, 5])
+    with pytest.raises(ConfigError, match=match):
+        estimate("weighted_mle", sampled, n_items=30, sample_size=10, **settings)
+    # a weight of exactly 0 on unobserved ranks, and a scale below 1, are allowed
+    estimate("weighted_mle", sampled, n_items=30, sample_size=10, n_iter=3,
+             weights=np.r_[1.0, 1.0, np.zeros(8)])
+    estimate("weighted_mle", sampled, n_items=30, sample_size=10, n_iter=3, weight_scale=0.5)
+
+
+def test_weighted_mle_called_directly_has_the_estimators_defaults():
+    from scipy.stats import binom
+
+    from linrec.eval.estimators.em import weighted_mle
+
+    law = binom.pmf(np.arange(10)[None, :], 9, (np.arange(30) / 29)[:, None])
+    histogram = np.bincount(draw(30, 10, 400, seed=4)[1] - 1, minlength=10) / 400
+    p_hat, trace, iterations = weighted_mle(law, histogram)
+    ap = 1.0 / (1.0 + (np.arange(1.0, 11.0) - 1.0) / 10.0)
+    np.testing.assert_allclose(p_hat, _weighted_em(law, histogram, ap, 100), rtol=1e-9,
+                               atol=1e-14)
+    assert iterations == 100 and len(trace) == 101
+
+
+def test_mes_fit_scale_accepts_any_positive_number():
+    from linrec.eval.estimators.em import fit_scale_value
+
+    assert fit_scale_value(0.5, 10, 400) == 0.5 and fit_scale_value("M", 10, 400) == 400.0
+    for bad in (0.0, -1.0, "m"):
+        with pytest.raises(ConfigError, match="must be 'n', 'M' or a positive number"):
+            fit_scale_value(bad, 10, 400)
+
+
+def test_weighted_mle_passes_its_start_and_tolerance_to_the_em():
+    _, sampled = draw(30, 10, 400, seed=4)
+    start = np.linspace(2.0, 1.0, 30) / np.linspace(2.0, 1.0, 30).sum()
+    common = dict(n_items=30, sample_size=10, n_iter=2000)
+    stopped = estimate("weighted_mle", sampled, tol=1e-6, **common)
+    assert stopped.iterations < 2000 and stopped.params["tol"] == 1e-6
+    from_start = estimate("weighted_mle", sampled, init=start, n_iter=5, n_items=30,
+                          sample_size=10)
+    uniform = estimate("weighted_mle", sampled, n_iter=5, n_items=30, sample_size=10)
+    assert from_start.params["init"] == "array"
+    assert not np.allclose(from_start.p_hat, uniform.p_hat)
