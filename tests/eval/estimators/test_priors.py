@@ -25,3 +25,66 @@ def test_prior_variants_and_pooled_prior():
     e = estimate("bv", runs[0], n_items=400, sample_size=20, prior="mle")
     f = estimate("bv_mle", runs[0], n_items=400, sample_size=20)
     np.testing.assert_array_equal(e.p_hat, f.p_hat)
+
+
+def _law(n_items: int, sample_size: int, scheme: str) -> np.ndarray:
+    """P(r | R) (N, n) by scipy.stats: binomial with θ = (R−1)/(N−1), or hypergeometric (r − 1
+    of the R − 1 items above among n − 1 drawn from N − 1)."""
+    from scipy.stats import binom, hypergeom
+
+    R, r = np.arange(1, n_items + 1)[:, None], np.arange(sample_size)[None, :]
+    if scheme == "binomial":
+        return binom.pmf(r, sample_size - 1, (R - 1) / (n_items - 1))
+    return hypergeom.pmf(r, n_items - 1, R - 1, sample_size - 1)
+
+
+def test_each_prior_source_passes_its_settings_on():
+    import pytest
+
+    from linrec.errors import ConfigError
+    from linrec.eval.estimators.em import mes, mle
+    from linrec.eval.estimators.priors import prior_estimate
+
+    law = _law(30, 8, "binomial")
+    _, sampled = draw(30, 8, 200, seed=2)
+    hist = np.bincount(sampled - 1, minlength=8) / len(sampled)
+    np.testing.assert_array_equal(prior_estimate("uniform", law, hist, 200), np.full(30, 1 / 30))
+    start = np.linspace(2, 1, 30) / np.linspace(2, 1, 30).sum()
+    settings = {"n_iter": 7, "init": start, "tol": 1e-3}
+    np.testing.assert_array_equal(prior_estimate("mle", law, hist, 200, settings),
+                                  mle(law, hist, **settings)[0])
+    assert not np.allclose(prior_estimate("mle", law, hist, 200, settings),
+                           prior_estimate("mle", law, hist, 200))
+    mes_settings = {"fit_scale": "M", "entropy_weight": 0.1, "solver": "dual"}
+    np.testing.assert_allclose(prior_estimate("mes", law, hist, 200, mes_settings),
+                               mes(law, hist, 200.0, entropy_weight=0.1, solver="dual")[0],
+                               rtol=0, atol=1e-12)
+    for source, bad in (("mle", {"fit_scale": "n"}), ("mes", {"n_iter": 3})):
+        with pytest.raises(ConfigError, match=rf"prior_params \['{list(bad)[0]}'\] are not "
+                                              rf"parameters of the '{source}' prior"):
+            prior_estimate(source, law, hist, 200, bad)
+
+
+def test_a_pooled_prior_is_the_mean_of_each_runs_estimate_under_its_scheme():
+    import pytest
+
+    from linrec.errors import ConfigError
+    from linrec.eval.estimators.em import mle
+
+    runs = [draw(30, 8, 150, seed=s)[1] for s in (3, 4)]
+    law = _law(30, 8, "hypergeometric")
+    expected = np.mean([mle(law, np.bincount(r - 1, minlength=8) / len(r), n_iter=9)[0]
+                        for r in runs], axis=0)
+    pooled = pooled_prior("mle", runs, n_items=30, sample_size=8, scheme="hypergeometric",
+                          params={"n_iter": 9})
+    np.testing.assert_allclose(pooled, expected, rtol=1e-10, atol=1e-14)
+    one = pooled_prior("mle", runs[:1], n_items=30, sample_size=8, params={"n_iter": 9})
+    assert one.shape == (30,)
+    with pytest.raises(ConfigError, match="at least one array"):
+        pooled_prior("mle", [], n_items=30, sample_size=8)
+    for source in ("uniform", "MES"):
+        with pytest.raises(ConfigError, match=f"pooled prior source '{source}' must be"):
+            pooled_prior(source, runs, n_items=30, sample_size=8)
+    mes_pooled = pooled_prior("mes", runs, n_items=30, sample_size=8,
+                              params={"fit_scale": "M"})
+    assert mes_pooled.shape == (30,) and abs(mes_pooled.sum() - 1) < 1e-9
