@@ -162,3 +162,7 @@ def test_ls_through_estimate_records_its_prior_settings_and_rank():
     # prior="run" is the estimator's own default source: the uniform prior for LS
     run = estimate("ls", sampled, n_items=40, sample_size=6, prior="run")
     assert run.prior == "uniform" and np.array_equal(run.p_hat, full.p_hat)
+    # a prior estimated from the run takes its settings
+    short, long = (estimate("ls", sampled, n_items=40, sample_size=6, prior="mle",
+                            prior_params={"n_iter": n}) for n in (2, 50))
+    assert short.prior == "mle" and not np.allclose(short.p_hat, long.p_hat)

@@ -81,3 +81,37 @@ def test_bad_samples_are_rejected(global_ranks):
         estimate_repeats("mle", [(ranks, 50), (ranks, 60)], n_items=N_ITEMS)
     with pytest.raises(ConfigError):
         estimate_repeats("mle", [(ranks + 60, 50)], n_items=N_ITEMS)
+
+
+def test_the_estimators_are_split_by_the_samples_they_take():
+    from linrec.eval.estimators.registry import adaptive_estimators, fixed_size_estimators
+
+    assert adaptive_estimators() == ("adaptive_mle",)
+    assert set(fixed_size_estimators()) == {
+        "naive", "unbiased_rank", "ls", "cls", "bv", "mle", "weighted_mle", "mes", "mn",
+        "bv_mle", "bv_mes", "mn_mle", "mn_mes"}
+
+
+def test_repeats_take_the_scheme_and_a_single_sample(global_ranks):
+    """Hypergeometric samples estimated per sample (bv) and batched (adaptive_mle) under that
+    scheme, which differs from the binomial estimate; one sample alone is a batch of one."""
+    rng = np.random.default_rng(5)
+    ranks = simulate_sampled_ranks(global_ranks, N_ITEMS, 50, replace=False, rng=rng)
+    for name in ("bv", "mle"):
+        hyper = estimate_repeats(name, [(ranks, 50)], n_items=N_ITEMS, scheme="hypergeometric")
+        single = estimate(name, ranks, n_items=N_ITEMS, sample_size=50,
+                          scheme="hypergeometric").p_hat
+        np.testing.assert_allclose(hyper[0], single, rtol=1e-10, atol=1e-15)
+        binomial = estimate(name, ranks, n_items=N_ITEMS, sample_size=50).p_hat
+        assert not np.allclose(hyper[0], binomial)
+    sample = simulate_adaptive_ranks(global_ranks, N_ITEMS, rng=rng, n0=20, n_max=160,
+                                     replace=False)
+    pairs = [(sample.sampled_ranks, sample.sample_sizes)]
+    hyper = estimate_repeats("adaptive_mle", pairs, n_items=N_ITEMS, scheme="hypergeometric")
+    np.testing.assert_allclose(
+        hyper[0], estimate("adaptive_mle", *pairs[0][:1], n_items=N_ITEMS,
+                           sample_size=pairs[0][1], scheme="hypergeometric").p_hat,
+        rtol=1e-10, atol=1e-15)
+    with pytest.raises(ConfigError, match="estimator 'mle' needs one common sample_size"):
+        estimate_repeats("mle", [(ranks, np.r_[np.full(25, 50), np.full(len(ranks) - 25, 60)])],
+                         n_items=N_ITEMS)
