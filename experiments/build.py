@@ -109,6 +109,12 @@ def selected(records: Records, key: str = "recall@20") -> tuple[str, dict[str, A
     return name, record
 
 
+def same_settings(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two model configs name the same fit: every field both have is equal, the
+    execution-only ones (threads, device) aside."""
+    return all(a[key] == b[key] for key in (a.keys() & b.keys()) - {"num_threads", "device"})
+
+
 def swept(records: Records) -> dict[str, list[Any]]:
     """The model fields whose values differ between the records (a family's grid), with their
     values in increasing order."""
@@ -341,13 +347,19 @@ def findings(context: Context) -> str:
     if len(ranked) >= 2:
         (r1, l1, f1, b1), (r2, l2, f2, b2) = ranked[:2]
         comparison = context.records.get(f"ch3/compare/{f1}_vs_{f2}")
-        if comparison:
+        compared = comparison and same_settings(
+            comparison.get("models", {}).get("a", {"name": None}), b1[1]["config"]["model"]) \
+            and same_settings(comparison["models"]["b"], b2[1]["config"]["model"])
+        if compared:
             m = comparison["metrics"]["recall@20"]
             users = f"{comparison['users']:,}".replace(",", " ")
             spread = (f"95 % interval over {users} users "
                       f"[{signed(m['interval95'][0])}, {signed(m['interval95'][1])}]")
             test = f"paired t {p_value(m['paired_t_p'])}, Wilcoxon " \
                    f"{p_value(m['wilcoxon_p'])}"
+        elif comparison:
+            spread = "not measured for these settings (the per-user record compares others)"
+            test = "–"
         else:
             spread = "not measured (no per-user record of the pair)"
             test = "–"

@@ -45,13 +45,17 @@ def record_runs(path: Path, name: str, root: Path, cpu: str | None) -> list[Path
 
 def comparison(run_a: Path, run_b: Path, name: str, split: str, metrics: list[str],
                seed: int = 0, n_boot: int = 2000) -> dict:
-    """The paired comparison record of two runs (a minus b) over the users both evaluated."""
+    """The paired comparison record of two runs (a minus b) over the users both evaluated, with
+    each run's model settings (the build uses it only for the settings it compares)."""
     import numpy as np
     import pandas as pd
     from scipy import stats
 
-    frames = []
+    import json
+
+    frames, models = [], []
     for run in (run_a, run_b):
+        models.append(json.loads((run / "results.json").read_text())["config"]["model"])
         path = run / f"per_user_{split}.parquet"
         if not path.is_file():
             raise SystemExit(f"record compare: {path} is missing; run it with "
@@ -75,7 +79,8 @@ def comparison(run_a: Path, run_b: Path, name: str, split: str, metrics: list[st
             "wilcoxon_p": float(stats.wilcoxon(diff).pvalue) if np.any(diff) else 1.0,
         }
     return {"format": FORMAT, "name": name, "kind": "comparison", "split": split,
-            "a": str(run_a.name), "b": str(run_b.name), "users": int(len(common)),
+            "a": str(run_a.name), "b": str(run_b.name),
+            "models": {"a": models[0], "b": models[1]}, "users": int(len(common)),
             "bootstrap": {"draws": n_boot, "seed": seed}, "metrics": out}
 
 

@@ -59,3 +59,33 @@ def test_a_record_from_a_run_directory_holds_its_command(tmp_path):
     assert set(record) == {"format", "name", "command", "model", "dataset", "seed", "config",
                            "selection", "splits", "timings", "environment"}  # no ranks, no model
     assert set(record["splits"]["test"]) == {"exact", "n_users"}
+
+
+def test_a_per_user_comparison_gives_the_spread_only_of_the_settings_it_compared(tmp_path):
+    """The findings' spread comes from ch3/compare/<best>_vs_<second> only when that record
+    compared the two selected settings; a comparison of another setting is said to be one."""
+    import importlib.util
+    import tomllib
+
+    sys.path.insert(0, str(ROOT / "experiments"))  # build.py imports its sibling records.py
+    spec = importlib.util.spec_from_file_location("experiments_build", BUILD)
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+
+    records = tmp_path / "records"
+    shutil.copytree(ROOT / "experiments" / "records", records)
+    readme = (ROOT / "experiments" / "README.md").read_text()
+
+    def findings() -> str:
+        context = build.Context(build.load_records(records),
+                                tomllib.loads(build.PUBLISHED.read_text()))
+        text = build.build_text(readme, context, "README.md")
+        return text[text.index("<!-- table: findings -->"):text.index("## What has not")]
+
+    assert "95 % interval over 29 858 users" in findings()
+    path = records / "ch3" / "compare" / "edlae_vs_ease.json"
+    comparison = json.loads(path.read_text())
+    comparison["models"]["a"]["p"] = 0.33  # a setting the selection did not choose
+    path.write_text(json.dumps(comparison))
+    assert "95 % interval over" not in findings()
+    assert "not measured for these settings (the per-user record compares others)" in findings()
