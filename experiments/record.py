@@ -47,11 +47,11 @@ def comparison(run_a: Path, run_b: Path, name: str, split: str, metrics: list[st
                seed: int = 0, n_boot: int = 2000) -> dict:
     """The paired comparison record of two runs (a minus b) over the users both evaluated, with
     each run's model settings (the build uses it only for the settings it compares)."""
+    import json
+
     import numpy as np
     import pandas as pd
     from scipy import stats
-
-    import json
 
     frames, models = [], []
     for run in (run_a, run_b):

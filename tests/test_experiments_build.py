@@ -65,11 +65,12 @@ def test_a_per_user_comparison_gives_the_spread_only_of_the_settings_it_compared
     """The findings' spread comes from ch3/compare/<best>_vs_<second> only when that record
     compared the two selected settings; a comparison of another setting is said to be one."""
     import importlib.util
+
     import tomllib
 
     sys.path.insert(0, str(ROOT / "experiments"))  # build.py imports its sibling records.py
     spec = importlib.util.spec_from_file_location("experiments_build", BUILD)
-    build = importlib.util.module_from_spec(spec)
+    build = sys.modules["experiments_build"] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
 
     records = tmp_path / "records"
