@@ -127,3 +127,41 @@ def test_nested_factor_by_hand_and_its_guards():
         nested_log_factor(np.array([5, 20]), np.array([1, 1]), 10)  # below the first level
     with pytest.raises(ConfigError, match="impossible under doubling"):
         nested_log_factor(np.array([20]), np.array([12]), 10)  # r = n/2 + 2
+
+
+def test_adaptive_mle_defaults_settings_and_record(adaptive_sample):
+    """Called directly with its defaults (binomial, 50 steps, uniform start, the paper's
+    likelihood) it is the per-user EM written in the test; through `estimate` its start,
+    tolerance and first level reach the EM, and the record names them."""
+    from linrec.eval.estimators.adaptive import adaptive_mle
+
+    sampled, sizes = adaptive_sample
+    p_hat, trace, iterations, n_cells = adaptive_mle(sampled, sizes, 2000)
+    np.testing.assert_allclose(p_hat, per_user_em(sampled, sizes, 2000, 50), rtol=1e-9,
+                               atol=1e-15)
+    assert iterations == 50 and len(trace) == 51
+    assert n_cells == len(set(zip(sizes.tolist(), sampled.tolist(), strict=True)))
+
+    result = estimate("adaptive_mle", sampled, n_items=2000, sample_size=sizes, n_iter=400,
+                      tol=1e-4)
+    assert result.iterations < 400 and result.name == "adaptive_mle"
+    assert result.n_items == 2000 and result.n_targets == len(sampled)
+    assert result.scheme == "binomial" and result.solver == "em"
+    assert result.params == {"likelihood": "paper", "n_cells": n_cells,
+                             "mean_sample_size": pytest.approx(sizes.mean()),
+                             "init": "uniform", "tol": 1e-4}
+    assert len(result.log_likelihood) == result.iterations + 1
+
+    start = np.linspace(2, 1, 2000) / np.linspace(2, 1, 2000).sum()
+    from_start = estimate("adaptive_mle", sampled, n_items=2000, sample_size=sizes, n_iter=3,
+                          init=start)
+    uniform = estimate("adaptive_mle", sampled, n_items=2000, sample_size=sizes, n_iter=3)
+    assert from_start.params["init"] == "array"
+    assert not np.allclose(from_start.p_hat, uniform.p_hat)
+
+    # the nested factor counts levels from initial_size: the same posterior, another likelihood
+    upper = sizes >= 20
+    nested = [estimate("adaptive_mle", sampled[upper], n_items=2000, sample_size=sizes[upper],
+                       n_iter=3, likelihood="nested", initial_size=first) for first in (10, 20)]
+    np.testing.assert_allclose(nested[0].p_hat, nested[1].p_hat, rtol=1e-12)
+    assert not np.allclose(nested[0].log_likelihood, nested[1].log_likelihood)
