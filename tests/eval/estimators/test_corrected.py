@@ -166,3 +166,32 @@ def test_ls_through_estimate_records_its_prior_settings_and_rank():
     short, long = (estimate("ls", sampled, n_items=40, sample_size=6, prior="mle",
                             prior_params={"n_iter": n}) for n in (2, 50))
     assert short.prior == "mle" and not np.allclose(short.p_hat, long.p_hat)
+
+
+@pytest.mark.parametrize("nonnegative", [False, True])
+def test_cls_of_a_sparse_law_with_and_without_the_sign_constraint(small, nonnegative):
+    """CLS from a sparse P(r|R) against cvxpy with x_1 >= ... >= x_n (and x_n >= 0 when
+    nonnegative, which makes every x >= 0) at K = 1..k_max; the default k_max is 50."""
+    import cvxpy as cp
+    import scipy.sparse as sp
+
+    from linrec.eval.estimators.corrected import cls
+
+    _, hist, prior, cond = small
+    # a metric whose unconstrained CLS weights go negative at the tail
+    p_hat = cls(sp.csr_matrix(cond), hist, prior, "ap", 5, nonnegative)
+    est = np.cumsum(p_hat * (1.0 / np.arange(1, N_ITEMS + 1)))  # AP@K with w(K) = 1/K
+    for k in range(1, 6):
+        x = cp.Variable(SAMPLE_SIZE)
+        fit = cp.sum(cp.multiply(prior, cp.square(cond @ x - metric_target("ap", k))))
+        constraints = [x[:-1] >= x[1:]] + ([x[-1] >= 0] if nonnegative else [])
+        cp.Problem(cp.Minimize(fit), constraints).solve(solver="CLARABEL")
+        assert est[k - 1] == pytest.approx(hist @ x.value, abs=1e-6)
+    if not nonnegative:  # the default
+        np.testing.assert_array_equal(cls(cond, hist, prior, "ap", 5), p_hat)
+    result = estimate("cls", np.array([1, 2, 2, 9]), n_items=N_ITEMS, sample_size=SAMPLE_SIZE)
+    assert result.params == {"metric": "recall", "k_max": 50, "nonnegative": False}
+    assert np.all(result.p_hat[50:] == 0) and np.any(result.p_hat[45:50] != 0)
+    with pytest.raises(Exception, match=r"metric='precision' .*cls corrects every curve metric "
+                                        r"but precision"):
+        cls(cond, hist, prior, "precision", 5)
