@@ -23,3 +23,32 @@ def test_homogeneous_size_array_is_accepted():
     a = estimate("bv", sampled, n_items=400, sample_size=np.full(300, 20))
     b = estimate("bv", sampled, n_items=400, sample_size=20)
     np.testing.assert_array_equal(a.p_hat, b.p_hat)
+
+
+def test_a_given_prior_is_normalised_and_checked():
+    from linrec.eval.estimators._input import normalise_distribution
+
+    np.testing.assert_array_equal(normalise_distribution([1, 0, 3], 3, "prior"),
+                                  [0.25, 0.0, 0.75])  # zeros allowed, counts normalised
+    halves = normalise_distribution(np.array([1, 2], dtype=np.float32), 2, "prior")
+    assert halves.dtype == np.float64 and abs(halves[0] - 1 / 3) < 1e-16  # not float32's 1/3
+    for bad in ([1.0, -0.5, 1.0], [1.0, np.nan, 1.0], [1.0, np.inf, 1.0], [0.0, 0.0, 0.0]):
+        with pytest.raises(ConfigError, match="prior must be finite, >= 0 and have positive "
+                                              "mass"):
+            normalise_distribution(bad, 3, "prior")
+    with pytest.raises(ConfigError, match=r"prior must have length n_items=3, got shape \(2,\)"):
+        normalise_distribution([0.5, 0.5], 3, "prior")
+
+
+def test_selected_columns_of_the_law_default_to_binomial_and_check_their_ranks():
+    from scipy.stats import binom
+
+    from linrec.eval.conditional import conditional_columns
+
+    theta = np.arange(40) / 39
+    expected = binom.pmf(np.array([0, 4, 9])[None, :], 9, theta[:, None])
+    np.testing.assert_allclose(conditional_columns(40, 10, np.array([1, 5, 10])), expected,
+                               rtol=1e-10, atol=1e-300)
+    for ranks in ([0, 3], [3, 11]):
+        with pytest.raises(ConfigError, match=r"sampled ranks must lie in \[1, 10\]"):
+            conditional_columns(40, 10, np.array(ranks))
