@@ -346,3 +346,32 @@ def test_weighted_mle_passes_its_start_and_tolerance_to_the_em():
     uniform = estimate("weighted_mle", sampled, n_iter=5, n_items=30, sample_size=10)
     assert from_start.params["init"] == "array"
     assert not np.allclose(from_start.p_hat, uniform.p_hat)
+
+
+def test_mes_through_cvxpy_meets_the_same_optimality_conditions():
+    """CLARABEL's solution of the MES objective written out in test_mes_kkt_and_limits: the same
+    KKT conditions (to the conic solver's accuracy), a distribution summing to 1, and a record
+    with the solver's iteration count and status; MES's default η is 0.01."""
+    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 3000, seed=5)
+    cond = conditional_matrix(N_ITEMS, SAMPLE_SIZE)
+    hist = np.bincount(sampled - 1, minlength=SAMPLE_SIZE) / len(sampled)
+    scale, eta = 100.0, 0.01
+    pi, iterations, solver = mes(cond, hist, scale, eta, solver="clarabel")
+    assert abs(pi.sum() - 1) < 1e-14 and iterations > 0
+    assert solver == "cvxpy/CLARABEL (optimal)"
+    grad = cond @ (2 * scale * hist * (pi @ cond - hist)) + eta * (np.log(pi) + 1)
+    assert np.ptp(grad) < 1e-4
+    dual, _, _ = mes(cond, hist, scale, eta, solver="dual")
+    np.testing.assert_allclose(pi, dual, rtol=1e-3)
+    result = estimate("mes", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE,
+                      solver="clarabel")
+    assert result.params == {"fit_scale": "n", "fit_scale_value": float(SAMPLE_SIZE),
+                             "entropy_weight": 0.01}
+    assert result.iterations > 0 and result.solver.startswith("cvxpy/CLARABEL")
+
+
+def test_the_mle_record_names_its_tolerance():
+    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 500, seed=6)
+    result = estimate("mle", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE, tol=1e-4,
+                      n_iter=1000)
+    assert result.params == {"init": "uniform", "tol": 1e-4} and result.iterations < 1000
