@@ -141,6 +141,16 @@ def test_adaptive_mle_defaults_settings_and_record(adaptive_sample):
                                atol=1e-15)
     assert iterations == 50 and len(trace) == 51
     assert n_cells == len(set(zip(sizes.tolist(), sampled.tolist(), strict=True)))
+    # the trace ends at the average log-likelihood of p_hat, per target, by scipy's binomial
+    theta = np.arange(2000) / 1999
+    likelihood = [p_hat @ stats.binom.pmf(r - 1, n - 1, theta)
+                  for r, n in zip(sampled.tolist(), sizes.tolist(), strict=True)]
+    assert trace[-1] == pytest.approx(np.mean(np.log(likelihood)), abs=1e-10)
+    # integer-valued floats are the same cells; the scheme reaches the law of every level
+    again = adaptive_mle(sampled.astype(float), sizes.astype(float), 2000, n_iter=5)
+    np.testing.assert_array_equal(again[0], adaptive_mle(sampled, sizes, 2000, n_iter=5)[0])
+    hyper = adaptive_mle(sampled, sizes, 2000, "hypergeometric", n_iter=5)[0]
+    assert not np.allclose(hyper, again[0])
 
     result = estimate("adaptive_mle", sampled, n_items=2000, sample_size=sizes, n_iter=400,
                       tol=1e-4)
