@@ -22,6 +22,16 @@ def power_law(n_items: int, exponent: float = 0.9) -> np.ndarray:
     return p / p.sum()
 
 
+def scipy_law(n_items: int, sample_size: int, scheme: str = "binomial") -> np.ndarray:
+    """P(r | R) (N, n) by scipy.stats, independent of linrec.eval.conditional: r − 1 ~
+    Bin(n − 1, (R − 1)/(N − 1)), or hypergeometric (r − 1 of the R − 1 items above among n − 1
+    drawn from N − 1)."""
+    R, r = np.arange(1, n_items + 1)[:, None], np.arange(sample_size)[None, :]
+    if scheme == "binomial":
+        return stats.binom.pmf(r, sample_size - 1, (R - 1) / (n_items - 1))
+    return stats.hypergeom.pmf(r, n_items - 1, R - 1, sample_size - 1)
+
+
 def draw(n_items, sample_size, n_targets, seed, exponent=0.9):
     """Global ranks from a power law and sampled ranks by the binomial law
     (docs/concepts/sampled.md), drawn here directly as an independent oracle."""

@@ -9,7 +9,7 @@ import pytest
 
 from linrec.eval.conditional import conditional_matrix
 from linrec.eval.estimators import estimate
-from tests.eval.estimators.conftest import N_ITEMS, SAMPLE_SIZE, metric_target
+from tests.eval.estimators.conftest import N_ITEMS, SAMPLE_SIZE, metric_target, scipy_law
 
 
 def test_naive_reads_sampled_rank_as_global(small):
@@ -99,14 +99,6 @@ def test_unbiased_rank_with_one_or_two_sampled_positions():
         naive(np.array([0.5, 0.25, 0.25]), 2)
 
 
-def _binomial_law(n_items: int, sample_size: int) -> np.ndarray:
-    """P(r | R) (N, n): r − 1 ~ Bin(n − 1, (R − 1)/(N − 1)), by scipy.stats."""
-    from scipy.stats import binom
-
-    theta = (np.arange(1, n_items + 1) - 1) / (n_items - 1)
-    return binom.pmf(np.arange(sample_size)[None, :], sample_size - 1, theta[:, None])
-
-
 @pytest.mark.parametrize("rcond", [None, 0.3])
 def test_ls_is_the_minimum_norm_weighted_solution(rcond):
     """P̂ = √D y with y the minimum-norm solution of (√D A)ᵀ y = P~ (np.linalg.lstsq, written
@@ -116,7 +108,7 @@ def test_ls_is_the_minimum_norm_weighted_solution(rcond):
     from linrec.eval.estimators.corrected import ls
 
     n_items, sample_size = 40, 6
-    law = _binomial_law(n_items, sample_size)
+    law = scipy_law(n_items, sample_size)
     prior = np.linspace(2.0, 0.5, n_items)
     prior /= prior.sum()
     hist = np.array([0.3, 0.25, 0.2, 0.1, 0.1, 0.05])

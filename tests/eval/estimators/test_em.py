@@ -12,7 +12,7 @@ from linrec.errors import ConfigError
 from linrec.eval.conditional import conditional_matrix
 from linrec.eval.estimators import estimate
 from linrec.eval.estimators.em import mes
-from tests.eval.estimators.conftest import draw, per_user_em, power_law
+from tests.eval.estimators.conftest import draw, per_user_em, power_law, scipy_law
 
 N_ITEMS, SAMPLE_SIZE = 400, 30
 
@@ -274,12 +274,9 @@ def _weighted_em(law: np.ndarray, histogram: np.ndarray, weights: np.ndarray,
                                                      "n_iter": 40}),
 ])
 def test_weighted_mle_is_the_em_of_the_reweighted_histogram(weights, settings):
-    from scipy.stats import binom
-
     n_items, sample_size = 30, 10
     _, sampled = draw(n_items, sample_size, 400, seed=4)
-    theta = np.arange(n_items) / (n_items - 1)
-    law = binom.pmf(np.arange(sample_size)[None, :], sample_size - 1, theta[:, None])
+    law = scipy_law(n_items, sample_size)
     histogram = np.bincount(sampled - 1, minlength=sample_size) / len(sampled)
     n_iter = settings.get("n_iter", 100)
     expected = _weighted_em(law, histogram, weights(np.arange(1.0, sample_size + 1)), n_iter)
@@ -313,11 +310,9 @@ def test_weighted_mle_refuses_weights_that_cannot_weigh(settings, match):
 
 
 def test_weighted_mle_called_directly_has_the_estimators_defaults():
-    from scipy.stats import binom
-
     from linrec.eval.estimators.em import weighted_mle
 
-    law = binom.pmf(np.arange(10)[None, :], 9, (np.arange(30) / 29)[:, None])
+    law = scipy_law(30, 10)
     histogram = np.bincount(draw(30, 10, 400, seed=4)[1] - 1, minlength=10) / 400
     p_hat, trace, iterations = weighted_mle(law, histogram)
     ap = 1.0 / (1.0 + (np.arange(1.0, 11.0) - 1.0) / 10.0)

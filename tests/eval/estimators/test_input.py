@@ -8,7 +8,7 @@ import pytest
 
 from linrec.errors import ConfigError
 from linrec.eval.estimators import estimate
-from tests.eval.estimators.conftest import draw
+from tests.eval.estimators.conftest import draw, scipy_law
 
 
 @pytest.mark.parametrize("bad", [0, 21, -3])
@@ -41,12 +41,9 @@ def test_a_given_prior_is_normalised_and_checked():
 
 
 def test_selected_columns_of_the_law_default_to_binomial_and_check_their_ranks():
-    from scipy.stats import binom
-
     from linrec.eval.conditional import conditional_columns
 
-    theta = np.arange(40) / 39
-    expected = binom.pmf(np.array([0, 4, 9])[None, :], 9, theta[:, None])
+    expected = scipy_law(40, 10)[:, [0, 4, 9]]
     np.testing.assert_allclose(conditional_columns(40, 10, np.array([1, 5, 10])), expected,
                                rtol=1e-10, atol=1e-300)
     for ranks in ([0, 3], [3, 11]):

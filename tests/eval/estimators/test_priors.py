@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from linrec.eval.estimators import estimate, pooled_prior
-from tests.eval.estimators.conftest import draw
+from tests.eval.estimators.conftest import draw, scipy_law
 
 
 def test_prior_variants_and_pooled_prior():
@@ -27,17 +27,6 @@ def test_prior_variants_and_pooled_prior():
     np.testing.assert_array_equal(e.p_hat, f.p_hat)
 
 
-def _law(n_items: int, sample_size: int, scheme: str) -> np.ndarray:
-    """P(r | R) (N, n) by scipy.stats: binomial with θ = (R−1)/(N−1), or hypergeometric (r − 1
-    of the R − 1 items above among n − 1 drawn from N − 1)."""
-    from scipy.stats import binom, hypergeom
-
-    R, r = np.arange(1, n_items + 1)[:, None], np.arange(sample_size)[None, :]
-    if scheme == "binomial":
-        return binom.pmf(r, sample_size - 1, (R - 1) / (n_items - 1))
-    return hypergeom.pmf(r, n_items - 1, R - 1, sample_size - 1)
-
-
 def test_each_prior_source_passes_its_settings_on():
     import pytest
 
@@ -45,7 +34,7 @@ def test_each_prior_source_passes_its_settings_on():
     from linrec.eval.estimators.em import mes, mle
     from linrec.eval.estimators.priors import prior_estimate
 
-    law = _law(30, 8, "binomial")
+    law = scipy_law(30, 8)
     _, sampled = draw(30, 8, 200, seed=2)
     hist = np.bincount(sampled - 1, minlength=8) / len(sampled)
     np.testing.assert_array_equal(prior_estimate("uniform", law, hist, 200), np.full(30, 1 / 30))
@@ -72,7 +61,7 @@ def test_a_pooled_prior_is_the_mean_of_each_runs_estimate_under_its_scheme():
     from linrec.eval.estimators.em import mle
 
     runs = [draw(30, 8, 150, seed=s)[1] for s in (3, 4)]
-    law = _law(30, 8, "hypergeometric")
+    law = scipy_law(30, 8, "hypergeometric")
     expected = np.mean([mle(law, np.bincount(r - 1, minlength=8) / len(r), n_iter=9)[0]
                         for r in runs], axis=0)
     pooled = pooled_prior("mle", runs, n_items=30, sample_size=8, scheme="hypergeometric",
