@@ -66,6 +66,7 @@ def _normal_rows(rng: np.random.Generator, std: float, shape: tuple[int, int], d
 
 class _NumpyOps:
     name = "numpy"
+    on_host = True
 
     def __init__(self, dtype: str) -> None:
         self.dtype = np.dtype(dtype)
@@ -324,8 +325,9 @@ class IALS(_FactorModel):
 
     Parameters: factors k; reg λ >= 0; alpha0 α₀ >= 0 (unobserved weight); nu ν >= 0;
     epochs; solver "cholesky" | "cg"; cg_steps; backend "numba" | "numpy" | "torch" (same
-    numbers to rounding); block_size (numpy / torch: max rows per block; blocks are also capped
-    at 2 MiB for CG, 32 MiB for Cholesky); seed; init_std (factors start as
+    numbers to rounding); device ("cpu", or "cuda[:n]" with the torch back-end); block_size
+    (numpy / torch: max rows per block; blocks are also capped at 2 MiB for CG, 32 MiB for
+    Cholesky); seed; init_std (factors start as
     N(0, init_std²/k)); dtype "float32" | "float64"; num_threads; record_loss.
     After fit: user_factors_ (n_users x k), item_factors_ (n_items x k), loss_history_ (the
     objective after each epoch; empty when record_loss is False), epoch_seconds_ (wall time of
@@ -419,8 +421,7 @@ class IALS(_FactorModel):
     @contextmanager
     def _workers(self, ops: _NumpyOps | _TorchOps) -> Iterator[ThreadPoolExecutor]:
         # on a GPU one host thread queues the blocks: the device runs them in order anyway
-        on_host = getattr(ops, "on_host", True)
-        workers = thread_count(self.num_threads) if on_host else 1
+        workers = thread_count(self.num_threads) if ops.on_host else 1
         with ops.single_threaded_kernels(), ThreadPoolExecutor(max_workers=workers) as pool:
             yield pool
 
