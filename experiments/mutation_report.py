@@ -206,8 +206,12 @@ def build(mutants: list[Mutant], reasons: dict[str, dict[str, str]]) -> tuple[st
         "|---|---|---|---|---|---|---|---|",
         *[row(f"`{module}`", c) for module, c in per_module.items()],
         row("**all**", total),
-        "", "## Unexplained survivors", "",
     ]
+    if total["not checked"]:
+        checked = sum(total.values()) - total["not checked"]
+        lines += ["", f"**Partial:** the run that wrote this report checked {checked} of "
+                      f"{sum(total.values())} mutants; `mutmut run` continues it."]
+    lines += ["", "## Unexplained survivors", ""]
     if not unexplained:
         lines.append("None.")
     for m in unexplained:

@@ -97,3 +97,4 @@ def test_survivors_are_sorted_into_equivalent_message_and_unexplained():
         "a__mutmut_7: no test and not explained",
         "gone__mutmut_1: in equivalent.toml but no such mutant"])
     assert "- `a__mutmut_2`: same numbers" in text and "- `a__mutmut_3`" in text
+    assert "**Partial:** the run that wrote this report checked 6 of 7 mutants" in text
