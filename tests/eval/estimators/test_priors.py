@@ -77,3 +77,25 @@ def test_a_pooled_prior_is_the_mean_of_each_runs_estimate_under_its_scheme():
     mes_pooled = pooled_prior("mes", runs, n_items=30, sample_size=8,
                               params={"fit_scale": "M"})
     assert mes_pooled.shape == (30,) and abs(mes_pooled.sum() - 1) < 1e-9
+
+
+def test_an_estimator_takes_its_prior_with_the_runs_size_settings_and_scheme():
+    """BV with a prior named by source equals BV given that prior as an array: MES of this run
+    (fit scale M = its number of targets), and the MES pooled over runs under the run's scheme."""
+    from linrec.eval.estimators.priors import prior_estimate
+
+    runs = [draw(30, 8, 150, seed=s)[1] for s in (3, 4)]
+    sampled = runs[0]
+    hist = np.bincount(sampled - 1, minlength=8) / len(sampled)
+    settings = {"fit_scale": "M"}
+    common = dict(n_items=30, sample_size=8, scheme="hypergeometric")
+    own = prior_estimate("mes", scipy_law(30, 8, "hypergeometric"), hist, len(sampled), settings)
+    named = estimate("bv", sampled, prior="mes", prior_params=settings, **common)
+    given = estimate("bv", sampled, prior=own, **common)
+    np.testing.assert_allclose(named.p_hat, given.p_hat, rtol=1e-9, atol=1e-12)
+    pooled = pooled_prior("mes", runs, params=settings, **common)
+    named = estimate("bv_mes", sampled, prior="pooled", prior_runs=runs, prior_params=settings,
+                     **common)
+    given = estimate("bv", sampled, prior=pooled, **common)
+    np.testing.assert_allclose(named.p_hat, given.p_hat, rtol=1e-9, atol=1e-12)
+    assert named.prior == "pooled:mes(runs=2)"
