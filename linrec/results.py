@@ -403,7 +403,7 @@ def format_run_summary(record: Mapping[str, Any], path: str | Path | None = None
                 continue
             rows = [[key, cell(sampled["exact"][key]),
                      *(cell(_estimate(sampled, e, key)) for e in estimators)] for key in keys]
-            header = [f"{split}, sampled {label}", "exact"] + \
+            header = [f"{split}, sampled {label}", "exact per target"] + \
                 [e if e == "naive" else f"{e} (best ARE)" for e in estimators]
             lines += ["", *text_table(header, rows)]
         training = record.get("training")
