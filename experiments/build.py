@@ -159,6 +159,30 @@ def sweep_command(records: Records) -> str:
     return "linrec -m " + " ".join(parts)
 
 
+def _overrides(record: dict[str, Any]) -> dict[str, str]:
+    """The key=value words of a record's command (a bare word maps to "")."""
+    return dict(word.partition("=")[::2] for word in record["command"].split()[1:])
+
+
+def sweep_commands(records: Records) -> list[str]:
+    """`linrec -m` commands that together run every record of a family: one when the records
+    form the full grid of their swept values, else one per value of the swept key with the
+    fewest values (each part split again if it is still not a full grid)."""
+    values: dict[str, set[str]] = {}
+    for record in records.values():
+        for key, value in _overrides(record).items():
+            values.setdefault(key, set()).add(value)
+    swept_keys = {key: v for key, v in values.items() if len(v) > 1}
+    if len(records) <= 1 or math.prod(map(len, swept_keys.values())) == len(records):
+        return [sweep_command(records)]
+    key = min(swept_keys, key=lambda k: (len(swept_keys[k]), k))
+    commands = []
+    for value in sorted(swept_keys[key], key=_numeric_key):
+        part = {name: r for name, r in records.items() if _overrides(r).get(key) == value}
+        commands += sweep_commands(part)
+    return commands
+
+
 def _numeric_key(text: str) -> tuple[int, float | str]:
     try:
         return (0, float(text))
@@ -229,7 +253,7 @@ def ch3_commands(context: Context) -> str:
     for family in CH3_FAMILIES:
         group = ch3_group(context, family)
         if group:
-            lines.append(sweep_command(group))
+            lines += sweep_commands(group)
     lines.append("```")
     return "\n".join(lines) + "\n"
 
