@@ -370,3 +370,26 @@ def test_the_mle_record_names_its_tolerance():
     result = estimate("mle", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE, tol=1e-4,
                       n_iter=1000)
     assert result.params == {"init": "uniform", "tol": 1e-4} and result.iterations < 1000
+
+
+def test_mes_defaults_checks_and_a_sparse_law():
+    """η defaults to 0.01 and must be > 0; a histogram on every rank takes the dual solver; a
+    sparse law with an unobserved rank takes the cvxpy path as a dense one does."""
+    import scipy.sparse as sp
+
+    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 3000, seed=5)
+    cond = conditional_matrix(N_ITEMS, SAMPLE_SIZE)
+    hist = np.bincount(sampled - 1, minlength=SAMPLE_SIZE) / len(sampled)
+    assert np.all(hist > 0)
+    default = mes(cond, hist, 100.0)
+    np.testing.assert_array_equal(default[0], mes(cond, hist, 100.0, 0.01)[0])
+    assert default[2] == "dual-newton"
+    for eta in (0.0, -1.0):
+        with pytest.raises(ConfigError, match=rf"^entropy_weight={eta} is out of range"):
+            mes(cond, hist, 100.0, eta)
+    gap = hist.copy()
+    gap[3] = 0.0
+    gap /= gap.sum()
+    dense = mes(cond, gap, 100.0, solver="clarabel")[0]
+    np.testing.assert_allclose(mes(sp.csr_matrix(cond), gap, 100.0, solver="clarabel")[0], dense,
+                               rtol=1e-9, atol=1e-12)

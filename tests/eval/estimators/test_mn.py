@@ -68,3 +68,22 @@ def test_mn_prior_variance_weight_is_bv_with_gamma_one_over_m(small):
     b = estimate("bv", sampled, n_items=N_ITEMS, sample_size=SAMPLE_SIZE, prior=prior,
                  gamma=1.0 / N_TARGETS)
     np.testing.assert_allclose(a.p_hat, b.p_hat, rtol=1e-10, atol=1e-15)
+
+
+def test_mn_system_defaults_to_the_unweighted_variance_and_checks_its_inputs():
+    """H = AᵀDA − (1/M)AᵀA + (1/M)diag(column sums), written out (eqs. 10–11), as the default."""
+    from linrec.errors import ConfigError
+    from linrec.eval.estimators.mn import mn_system
+    from tests.eval.estimators.conftest import scipy_law
+
+    law = scipy_law(25, 6)
+    prior = np.linspace(2.0, 1.0, 25) / np.linspace(2.0, 1.0, 25).sum()
+    m = 40
+    expected = law.T @ (prior[:, None] * law) - law.T @ law / m + np.diag(law.sum(0)) / m
+    np.testing.assert_allclose(mn_system(law, prior, m), expected, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(mn_system(law, prior, 1), law.T @ (prior[:, None] * law)
+                               - law.T @ law + np.diag(law.sum(0)), rtol=1e-12, atol=1e-15)
+    with pytest.raises(ConfigError, match=r"^n_targets=0 is out of range"):
+        mn_system(law, prior, 0)
+    with pytest.raises(ConfigError, match=r"^variance_weight='exact' is not allowed"):
+        mn_system(law, prior, m, "exact")
