@@ -54,8 +54,9 @@ NOT_RUN_HERE = {
                         "its committed report",
     "mutmut": "mutation testing, hours on 2 cores; tests/test_mutation_report.py checks its "
               "committed report",
-    ".venv/bin/python experiments/mutation_report.py": "reads a finished mutmut run; "
-                                                       "tests/test_mutation_report.py runs it",
+    ".venv/bin/python experiments/mutation_report.py": "reads a mutmut run's mutants/ (not in "
+                                                       "git); tests/test_mutation_report.py "
+                                                       "tests what it writes",
 }
 
 
