@@ -12,49 +12,9 @@ import scipy.sparse as sp
 
 from linrec.errors import ConfigError, DataError
 from linrec.models.als import IALS, WMF, DebiasedIALS
+from tests.models.conftest import brute_item_factors, brute_user_factors, random_binary
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
-
-
-def random_binary(n_users: int = 40, n_items: int = 18, density: float = 0.25,
-                  seed: int = 0, full_row: bool = True) -> sp.csr_matrix:
-    rng = np.random.default_rng(seed)
-    dense = (rng.random((n_users, n_items)) < density).astype(np.float32)
-    dense[3] = 0.0  # one user without interactions
-    if full_row:
-        dense[5, :] = 1.0  # one user with every item
-    return sp.csr_matrix(dense)
-
-
-def brute_user_factors(x: np.ndarray, item_factors: np.ndarray, alpha0: float, reg: float,
-                       nu: float, confidence: np.ndarray, quad: np.ndarray) -> np.ndarray:
-    """argmin_w Σ_{i∈S} (q_u ŷ² − 2 c_u ŷ) + α₀ Σ_i ŷ² + λ(|S| + α₀ n)^ν ‖w‖², one
-    np.linalg.solve per user (Li 2023, eq. 99)."""
-    n_items, k = item_factors.shape
-    gram = item_factors.T @ item_factors
-    out = np.zeros((x.shape[0], k))
-    for u in range(x.shape[0]):
-        observed = np.flatnonzero(x[u])
-        h_s = item_factors[observed]
-        lam = reg * (len(observed) + alpha0 * n_items) ** nu
-        system = quad[u] * h_s.T @ h_s + alpha0 * gram + lam * np.eye(k)
-        out[u] = np.linalg.solve(system, confidence[u] * h_s.sum(0))
-    return out
-
-
-def brute_item_factors(x: np.ndarray, user_factors: np.ndarray, alpha0: float, reg: float,
-                       nu: float, confidence: np.ndarray, quad: np.ndarray) -> np.ndarray:
-    """h_i = (W_Sᵀ diag(q) W_S + α₀WᵀW + Λ_i I)⁻¹ W_Sᵀ c (Li 2023, eq. 99, item step)."""
-    n_users, k = user_factors.shape
-    gram = user_factors.T @ user_factors
-    out = np.zeros((x.shape[1], k))
-    for i in range(x.shape[1]):
-        users = np.flatnonzero(x[:, i])
-        w_s = user_factors[users]
-        lam = reg * (len(users) + alpha0 * n_users) ** nu
-        system = (w_s * quad[users, None]).T @ w_s + alpha0 * gram + lam * np.eye(k)
-        out[i] = np.linalg.solve(system, w_s.T @ confidence[users])
-    return out
 
 
 def brute_objective(x: np.ndarray, user_factors: np.ndarray, item_factors: np.ndarray,

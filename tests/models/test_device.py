@@ -22,8 +22,13 @@ from linrec.models.als import IALS, DebiasedIALS
 from linrec.models.ease import DLAE, EASE, EDLAE, DebiasedEASE, LowRankEDLAE
 from linrec.models.linalg import NotPositiveDefiniteError
 from linrec.models.spectral import LRR, ClosedFormMF, PureSVD, clear_spectrum_cache
-from tests.models.test_als import brute_item_factors, brute_user_factors, random_binary
-from tests.models.test_ease import binary_matrix, zero_diag_column_solve
+from tests.models.conftest import (
+    binary_matrix,
+    brute_item_factors,
+    brute_user_factors,
+    random_binary,
+    zero_diag_column_solve,
+)
 
 TOL = 1e-10
 

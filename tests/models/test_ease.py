@@ -9,32 +9,14 @@ import scipy.sparse as sp
 from linrec.errors import ConfigError, DataError, MemoryBudgetError
 from linrec.models import build_model, linalg
 from linrec.models.ease import DLAE, EASE, EDLAE, DebiasedEASE, LowRankEDLAE
+from tests.models.conftest import binary_matrix, zero_diag_column_solve
 
 TOL = 1e-10
-
-
-def binary_matrix(m: int, n: int, density: float, seed: int) -> sp.csr_matrix:
-    rng = np.random.default_rng(seed)
-    dense = (rng.random((m, n)) < density).astype(np.float64)
-    dense[0, :] = 1.0  # every item seen at least once
-    return sp.csr_matrix(dense)
 
 
 @pytest.fixture(scope="module")
 def X() -> sp.csr_matrix:
     return binary_matrix(120, 25, 0.2, seed=0)
-
-
-def zero_diag_column_solve(X: np.ndarray, penalty: np.ndarray, j: int,
-                           loss_scale: float = 1.0) -> np.ndarray:
-    """Column j of the zero-diagonal model: min ‖x_j − X_{−j}w‖² + Σ_i penalty_i w_i² by least
-    squares on the stacked system [X_{−j}; diag(√penalty_{−j})] (loss_scale = 1 − α scales X)."""
-    n = X.shape[1]
-    others = np.delete(np.arange(n), j)
-    design = np.vstack([np.sqrt(loss_scale) * X[:, others], np.diag(np.sqrt(penalty[others]))])
-    target = np.concatenate([X[:, j] / np.sqrt(loss_scale), np.zeros(n - 1)])
-    w = np.linalg.lstsq(design, target, rcond=None)[0]
-    return np.insert(w, j, 0.0)
 
 
 def test_ease_equals_columnwise_constrained_ridge(X):
