@@ -371,9 +371,9 @@ def findings(context: Context) -> str:
     if len(ranked) >= 2:
         (r1, l1, f1, b1), (r2, l2, f2, b2) = ranked[:2]
         comparison = context.records.get(f"ch3/compare/{f1}_vs_{f2}")
-        compared = comparison and same_settings(
-            comparison.get("models", {}).get("a", {"name": None}), b1[1]["config"]["model"]) \
-            and same_settings(comparison["models"]["b"], b2[1]["config"]["model"])
+        models = (comparison or {}).get("models")  # older comparisons did not keep them
+        compared = bool(models) and same_settings(models["a"], b1[1]["config"]["model"]) \
+            and same_settings(models["b"], b2[1]["config"]["model"])
         if compared:
             m = comparison["metrics"]["recall@20"]
             users = f"{comparison['users']:,}".replace(",", " ")
