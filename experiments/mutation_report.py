@@ -34,11 +34,17 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "mutation" / "REPORT.md"
 EQUIVALENT = ROOT / "experiments" / "mutation" / "equivalent.toml"
 COMMAND = "mutmut run && python experiments/mutation_report.py"
-#: mutmut's exit-code verdicts, grouped as the report counts them; a timeout is the CPU-time
-#: limit killing a mutant that loops, so the tests caught it
-VERDICT = {1: "killed", 3: "killed", 36: "killed", 24: "killed", -24: "killed", 152: "killed",
-           255: "killed", 37: "killed", 0: "survived", 5: "no test", 33: "no test",
-           34: "skipped", None: "not checked"}
+#: mutmut's statuses that count as killed: a timeout is the CPU-time limit stopping a mutant
+#: that loops, so the tests caught it
+KILLED = {"killed", "timeout", "caught by type check"}
+
+
+def verdict(exit_code: int | None) -> str:
+    """The report's verdict of a mutmut exit code, by mutmut's own status of that code."""
+    from mutmut.stats import status_by_exit_code
+
+    status = status_by_exit_code[exit_code]
+    return "killed" if status in KILLED else status
 
 
 def core_files() -> list[Path]:
@@ -131,10 +137,10 @@ def read_mutants() -> list[Mutant]:
             raise SystemExit(f"{meta}: missing; run `mutmut run` in {ROOT} first")
         codes = json.loads(meta.read_text())["exit_code_by_key"]
         for name, code in sorted(codes.items()):
-            verdict = VERDICT.get(code, f"suspicious (exit {code})")
-            change, in_message = ("", False) if verdict in ("killed", "not checked") \
+            status = verdict(code)
+            change, in_message = ("", False) if status in ("killed", "not checked") \
                 else _change(name, str(rel))
-            found.append(Mutant(name, str(rel), verdict, change, in_message))
+            found.append(Mutant(name, str(rel), status, change, in_message))
     return found
 
 
