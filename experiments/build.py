@@ -137,22 +137,15 @@ def setting(record: dict[str, Any], keys: Sequence[str]) -> str:
 def sweep_command(records: Records) -> str:
     """One `linrec -m` command that runs every record of a family (their overrides, the swept
     ones joined by commas), as the records' own commands have them."""
-    per_record = [r["command"].split() for r in records.values()]
-    if len(per_record) == 1:
-        return " ".join(per_record[0])
-    keys: dict[str, list[str]] = {}
-    order: list[str] = []
-    for words in per_record:
-        for word in words[1:]:
-            key, _, value = word.partition("=")
-            if key not in keys:
-                keys[key] = []
-                order.append(key)
-            if value not in keys[key]:
+    if len(records) == 1:
+        return next(iter(records.values()))["command"]
+    keys: dict[str, list[str]] = {}  # in the order the commands give them
+    for record in records.values():
+        for key, value in _overrides(record).items():
+            if value not in keys.setdefault(key, []):
                 keys[key].append(value)
     parts = []
-    for key in order:
-        values = keys[key]
+    for key, values in keys.items():
         if len(values) > 1:
             values = sorted(values, key=_numeric_key)
         parts.append(f"{key}={','.join(values)}" if values != [""] else key)
