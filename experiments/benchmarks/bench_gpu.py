@@ -111,6 +111,8 @@ def ials(n_items: int, device: str, epochs: int = 4) -> None:
     print_header(f"iALS float32, 64 factors, {epochs} epochs, {X.shape[0]} users x {n_items} "
                  f"items, {X.nnz} interactions")
     params = dict(factors=64, reg=0.01, alpha0=0.01, epochs=epochs)
+    for backend, on in (("torch", device), ("numba", "cpu")):  # kernels compiled, caches warm
+        IALS(**{**params, "epochs": 1}, backend=backend, device=on).fit(X[:200])
     gpu_s, gpu = timed(lambda: IALS(**params, backend="torch", device=device).fit(X), device)
     cpu_s, cpu = timed(lambda: IALS(**params).fit(X), "cpu")
     gap = float(np.abs(gpu.loss_history_ / cpu.loss_history_ - 1).max())
