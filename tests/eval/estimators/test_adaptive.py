@@ -143,8 +143,7 @@ def test_adaptive_mle_defaults_settings_and_record(adaptive_sample):
     assert n_cells == len(set(zip(sizes.tolist(), sampled.tolist(), strict=True)))
     # the trace ends at the average log-likelihood of p_hat, per target, by scipy's binomial
     theta = np.arange(2000) / 1999
-    likelihood = [p_hat @ stats.binom.pmf(r - 1, n - 1, theta)
-                  for r, n in zip(sampled.tolist(), sizes.tolist(), strict=True)]
+    likelihood = p_hat @ stats.binom.pmf(sampled - 1, sizes - 1, theta[:, None])  # (M,)
     assert trace[-1] == pytest.approx(np.mean(np.log(likelihood)), abs=1e-10)
     # integer-valued floats are the same cells; the scheme reaches the law of every level
     again = adaptive_mle(sampled.astype(float), sizes.astype(float), 2000, n_iter=5)
