@@ -172,17 +172,23 @@ def test_beta_p_and_dataset_mapping() -> None:
     np.testing.assert_allclose(g, f, rtol=1e-12)
 
 
+def _oracle_by_brute_force(global_ranks: np.ndarray, n_items: int, sample_size: int,
+                           scheme: str = "binomial") -> list[int]:
+    """f*(k) as the first K in 0..N with the least |HR@K − E[SHR@k]|, over every K."""
+    w = np.bincount(global_ranks - 1, minlength=n_items) / len(global_ranks)
+    expected_shr = expected_sampled_curve(w, n_items, sample_size, "recall", sample_size,
+                                          scheme)
+    hr = np.concatenate([[0.0], np.cumsum(w)])
+    gaps = [np.abs(hr - expected_shr[k]) for k in range(sample_size)]
+    return [int(np.flatnonzero(g <= g.min())[0]) for g in gaps]  # first argmin
+
+
 def test_oracle_mapping_brute_force() -> None:
     rng = np.random.default_rng(3)
     n_items, sample_size = 400, 20
     global_ranks = 1 + np.floor(rng.beta(0.4, 1.0, 2000) * (n_items - 1)).astype(np.int64)
     f = oracle_mapping(global_ranks, n_items, sample_size)
-    w = np.bincount(global_ranks - 1, minlength=n_items) / len(global_ranks)
-    expected_shr = expected_sampled_curve(w, n_items, sample_size, "recall", sample_size)
-    hr = np.concatenate([[0.0], np.cumsum(w)])
-    for k in range(sample_size):
-        gaps = np.abs(hr - expected_shr[k])
-        assert int(f[k]) == int(np.flatnonzero(gaps <= gaps.min())[0])  # first argmin
+    assert f.astype(int).tolist() == _oracle_by_brute_force(global_ranks, n_items, sample_size)
     np.testing.assert_array_equal(
         mapping_function("oracle", n_items, sample_size, global_ranks=global_ranks), f)
 
@@ -315,13 +321,8 @@ def test_oracle_mapping_of_each_scheme_and_of_a_perfect_model(scheme: str) -> No
     n_items, sample_size = 60, 8
     global_ranks = rng.integers(1, 25, size=400)
     f = oracle_mapping(global_ranks, n_items, sample_size, scheme=scheme)
-    w = np.bincount(global_ranks - 1, minlength=n_items) / len(global_ranks)
-    expected_shr = expected_sampled_curve(w, n_items, sample_size, "recall", sample_size,
-                                          scheme)
-    hr = np.concatenate([[0.0], np.cumsum(w)])
-    for k in range(sample_size):
-        gaps = np.abs(hr - expected_shr[k])
-        assert int(f[k]) == int(np.flatnonzero(gaps <= gaps.min())[0])
+    assert f.astype(int).tolist() == _oracle_by_brute_force(global_ranks, n_items, sample_size,
+                                                            scheme)
     # every target first: SHR = HR = 1 from K = 1 on, so f(k) = 1 (not 0) for every k
     perfect = oracle_mapping(np.ones(10, dtype=np.int64), n_items, sample_size, scheme=scheme)
     np.testing.assert_array_equal(perfect, np.ones(sample_size))
