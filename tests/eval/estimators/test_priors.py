@@ -4,7 +4,9 @@ given array, the MLE of the same run, and the MLE pooled over several runs."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from linrec.errors import ConfigError
 from linrec.eval.estimators import estimate, pooled_prior
 from tests.eval.estimators.conftest import draw, scipy_law
 
@@ -28,9 +30,6 @@ def test_prior_variants_and_pooled_prior():
 
 
 def test_each_prior_source_passes_its_settings_on():
-    import pytest
-
-    from linrec.errors import ConfigError
     from linrec.eval.estimators.em import mes, mle
     from linrec.eval.estimators.priors import prior_estimate
 
@@ -55,9 +54,6 @@ def test_each_prior_source_passes_its_settings_on():
 
 
 def test_a_pooled_prior_is_the_mean_of_each_runs_estimate_under_its_scheme():
-    import pytest
-
-    from linrec.errors import ConfigError
     from linrec.eval.estimators.em import mle
 
     runs = [draw(30, 8, 150, seed=s)[1] for s in (3, 4)]
