@@ -156,10 +156,10 @@ def _fence(text: str) -> str:
     return "```diff\n" + text + "\n```"
 
 
-def build(mutants: list[Mutant], reasons: dict[str, dict[str, str]]) -> tuple[str, list[str]]:
-    """The report's Markdown and its problems (empty when every survivor is explained)."""
-    from importlib.metadata import version
-
+def build(mutants: list[Mutant], reasons: dict[str, dict[str, str]],
+          tool: str) -> tuple[str, list[str]]:
+    """The report's Markdown and its problems (empty when every survivor is explained); `tool`
+    names the mutation tester and its version (``mutmut 3.8.1``)."""
     problems: list[str] = []
     per_module: dict[str, Counter] = {}
     equivalent, messages, unexplained = [], [], []
@@ -198,7 +198,7 @@ def build(mutants: list[Mutant], reasons: dict[str, dict[str, str]]) -> tuple[st
         "# Mutation testing of the numerical core",
         "",
         f"Regenerate with `{COMMAND}` (docs/howto/mutation-testing.md); "
-        f"mutmut {version('mutmut')}, core sources {core_hash()}.",
+        f"{tool}, core sources {core_hash()}.",
         "",
         "A mutant is *killed* when a test fails on it (a CPU-time timeout counts: the mutant "
         "looped). A survivor is *equivalent* (the reason below says why it computes the same "
@@ -240,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
 
     os.chdir(ROOT)  # mutmut reads mutants/ relative to the working directory
     mutants = read_mutants()
-    text, problems = build(mutants, read_reasons())
+    from importlib.metadata import version
+
+    text, problems = build(mutants, read_reasons(), f"mutmut {version('mutmut')}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     killed = sum(m.verdict == "killed" for m in mutants)

@@ -88,7 +88,7 @@ def test_survivors_are_sorted_into_equivalent_message_and_unexplained():
     reasons = {"a__mutmut_2": {"change": "- x\n+ y\n", "why": "same numbers"},
                "a__mutmut_5": {"change": "- s\n+ other", "why": "written for another change"},
                "gone__mutmut_1": {"change": "- g\n+ h", "why": "a mutant no longer made"}}
-    text, problems = report.build(mutants, reasons)
+    text, problems = report.build(mutants, reasons, "mutmut 3.8.1")
     assert "| `a.py` | 7 | 1 | 1 | 1 | 3 | 1 | 40.0% |" in text
     assert sorted(problems) == sorted([
         "a__mutmut_4: survived and not explained",
@@ -97,4 +97,5 @@ def test_survivors_are_sorted_into_equivalent_message_and_unexplained():
         "a__mutmut_7: no test and not explained",
         "gone__mutmut_1: in equivalent.toml but no such mutant"])
     assert "- `a__mutmut_2`: same numbers" in text and "- `a__mutmut_3`" in text
+    assert "mutmut 3.8.1, core sources" in text
     assert "**Partial:** the run that wrote this report checked 6 of 7 mutants" in text
