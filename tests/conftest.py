@@ -96,7 +96,7 @@ def check_new_records(root: Path, since: float) -> None:
 #: names whose use means a test starts a process (a command, pip, a child interpreter)
 _PROCESS_NAMES = frozenset({"run_command", "run_linrec", "linrec", "subprocess", "cli_run"})
 #: fixtures that run commands to build what their tests read
-_COMMAND_FIXTURES = frozenset({"comparison", "studies", "saved_run", "page_outcomes"})
+_COMMAND_FIXTURES = frozenset({"comparison", "studies", "saved_run", "documented_env"})
 
 
 def _names_used(code: types.CodeType) -> set[str]:
@@ -107,6 +107,44 @@ def _names_used(code: types.CodeType) -> set[str]:
     return names
 
 
+#: The suite runs on pytest-xdist workers, one per core (`-n auto --dist loadfile` in
+#: pyproject.toml). A file is one unit of work, so that its module fixtures run once, and
+#: tests/report/ is one unit, since its session fixtures build runs that all its files read;
+#: each test of a file in _SHARED_OUT is a unit of its own (a documented page is minutes of
+#: commands). The units that take longest go first, so that the workers finish together.
+_WHOLE_UNITS = ("tests/report/",)
+_SHARED_OUT = ("tests/test_documented_commands.py",)
+_LONGEST_FIRST = ("tests/test_documented_commands.py", "tests/test_install.py", "tests/report/",
+                  "tests/test_slurm.py", "tests/test_external.py", "tests/test_sweeps.py",
+                  "tests/test_plugins.py", "tests/test_cli.py", "tests/studies/")
+
+
+def _work_unit(nodeid: str) -> str:
+    path = nodeid.split("::")[0]
+    if path in _SHARED_OUT:
+        return nodeid
+    return next((unit for unit in _WHOLE_UNITS if path.startswith(unit)), path)
+
+
+def _schedule_rank(item: pytest.Item) -> int:
+    path = item.nodeid.split("::")[0]
+    return next((rank for rank, prefix in enumerate(_LONGEST_FIRST) if path.startswith(prefix)),
+                len(_LONGEST_FIRST))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with tests/report/ as one unit (see _WHOLE_UNITS)."""
+    if config.getvalue("dist") != "loadfile":
+        return None  # another mode, asked for on the command line: xdist's own
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _work_unit(nodeid)
+
+    return WorkUnitScheduling(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         function = getattr(item, "function", None)
@@ -115,6 +153,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if _names_used(function.__code__) & _PROCESS_NAMES or \
                 _COMMAND_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    items.sort(key=_schedule_rank)  # stable: collection order within a rank
 
 
 @pytest.fixture(params=["cpu", "cuda"])

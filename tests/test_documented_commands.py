@@ -5,8 +5,6 @@ or named, with its reason, as run elsewhere."""
 from __future__ import annotations
 
 import re
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -31,36 +29,26 @@ PAGES = documented_pages()
 
 
 @pytest.fixture(scope="module")
-def page_outcomes(tmp_path_factory):
-    """Every page run once, two at a time (each page's blocks in order, in its own directory),
-    sharing one data cache."""
+def documented_env(tmp_path_factory):
+    """What every page runs with: the shrunk configs, the stand-in data files (made up front),
+    one data cache and one preloaded interpreter; each page is its own test, so that the pytest
+    workers share the pages out."""
     root = tmp_path_factory.mktemp("documented")
     conf = shrunk_conf(root / "conf")
     stand_ins = StandIns(root / "data")
-    for documented in StandIns.WRITERS:  # made up front: the pages run in parallel
+    for documented in StandIns.WRITERS:
         stand_ins.path_for(documented)
     env = environment(root / "cache", conf)
-    servers = threading.local()  # one preloaded interpreter per worker thread
-    started: list[ForkServer] = []
-
-    def run(item):
-        index, (path, blocks) = item
-        if not hasattr(servers, "server"):
-            servers.server = ForkServer(env)
-            started.append(servers.server)
-        return path, run_page(blocks, root / f"page_{index}", env, stand_ins, servers.server)
-
-    try:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            return dict(pool.map(run, enumerate(PAGES.items())))
-    finally:
-        for server in started:
-            server.close()
+    server = ForkServer(env)
+    yield root, env, stand_ins, server
+    server.close()
 
 
 @pytest.mark.parametrize("page", list(PAGES), ids=lambda p: str(p.relative_to(ROOT)))
-def test_every_documented_command_runs(page_outcomes, page):
-    outcomes = page_outcomes[page]
+def test_every_documented_command_runs(documented_env, page):
+    root, env, stand_ins, server = documented_env
+    workdir = root / f"page_{list(PAGES).index(page)}"
+    outcomes = run_page(PAGES[page], workdir, env, stand_ins, server)
     assert outcomes, f"{page}: no command ran"
     assert all(o.returncode == 0 for o in outcomes), outcome_report(outcomes)
 

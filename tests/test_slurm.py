@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import on_all_cores
 from tests.conftest import run_command
 
 CLUSTER = Path(__file__).resolve().parent / "slurm" / "cluster.sh"
@@ -28,8 +29,9 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("apt-get") is 
 @pytest.fixture(scope="module")
 def partition(tmp_path_factory):
     root = tmp_path_factory.mktemp("slurm")
+    # the daemons and their jobs get the machine's cores, not the pytest worker's share
     started = subprocess.run(["bash", str(CLUSTER), "start", str(root)], capture_output=True,
-                             text=True, timeout=900)
+                             text=True, timeout=900, preexec_fn=on_all_cores)
     assert started.returncode == 0, started.stdout + started.stderr
     yield started.stdout.strip().splitlines()[-1]
     subprocess.run(["bash", str(CLUSTER), "stop", str(root)], capture_output=True, timeout=120)
