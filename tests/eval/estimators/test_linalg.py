@@ -141,3 +141,82 @@ def test_band_blocks_hold_the_band_and_the_banded_em_gives_the_dense_em():
     # the cached (read-only) operator keeps its blocks for the next call
     cached = conditional_operator(n_items, sample_size, banded=True)
     assert band_blocks(cached) is band_blocks(cached)
+
+
+def test_solve_symmetric_takes_several_right_hand_sides_and_any_real_dtype():
+    """rhs (n,) or (n, k), in float32 or integers: the solution is float64 and equals
+    numpy's solve (the regular path) or lstsq in float64 (a singular matrix)."""
+    rng = np.random.default_rng(3)
+    half = rng.normal(size=(6, 6))
+    matrix = half @ half.T + 6 * np.eye(6)
+    rhs = rng.normal(size=(6, 3))
+    solution, method = solve_symmetric(matrix, rhs)
+    assert method == "solve(sym)" and solution.shape == (6, 3)
+    np.testing.assert_allclose(solution, np.linalg.solve(matrix, rhs), rtol=1e-12, atol=1e-14)
+
+    singular = np.ones((4, 4), dtype=np.float32) + np.diag([1, 1, 0, 0]).astype(np.float32)
+    singular[2:, :] = singular[:2, :]
+    singular[:, 2:] = singular[:, :2]
+    b = np.array([1, 2, 1, 2], dtype=np.int64)
+    solution, method = solve_symmetric(singular, b)
+    expected = np.linalg.lstsq(singular.astype(np.float64), b.astype(np.float64), rcond=None)[0]
+    assert method == "lstsq" and solution.dtype == np.float64
+    np.testing.assert_allclose(solution, expected, rtol=1e-12, atol=1e-14)
+    third = (b / 3).astype(np.float32)
+    solution, _ = solve_symmetric(singular.astype(np.float64), third)
+    expected = np.linalg.lstsq(singular.astype(np.float64), third.astype(np.float64),
+                               rcond=None)[0]
+    assert solution.dtype == np.float64
+    np.testing.assert_allclose(solution, expected, rtol=1e-12, atol=1e-14)
+
+
+def _band(rows: list[list[int]], n_cols: int, seed: int = 0):
+    """A CSR array with the given columns in each row (ascending) and random positive values."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    indptr = np.cumsum([0] + [len(r) for r in rows])
+    indices = np.concatenate([np.asarray(r, dtype=np.int32) for r in rows])
+    return sp.csr_array((rng.uniform(0.1, 1.0, len(indices)), indices, indptr),
+                        shape=(len(rows), n_cols))
+
+
+@pytest.mark.parametrize("rows", [
+    [[0, 1], [1, 2], [3, 4]],          # a band of width 2
+    [[0], [2], [2], [4]],              # width 1
+    [[1, 2, 3]],                       # one row
+    [[0, 2], [1, 3], [2, 4]],          # two entries a row, not adjacent: not a band
+    [[0, 1], [2], [3, 4]],             # rows of different widths: not a band
+    [],                                # no rows
+], ids=["width2", "width1", "one-row", "gapped", "ragged", "empty"])
+def test_weighted_gram_of_a_sparse_operator_is_the_dense_product(rows):
+    """AᵀDA of a CSR A, banded or not, weighted or not, equals the dense product; a band of
+    width 1 and a single row are bands (their dense blocks are used), a gapped or ragged one
+    is not."""
+    from linrec.eval.estimators._linalg import band_blocks, weighted_gram
+
+    cond = _band(rows, 5) if rows else __import__("scipy.sparse").sparse.csr_array((0, 5))
+    dense = cond.toarray()
+    weights = np.linspace(0.5, 2.0, dense.shape[0])
+    np.testing.assert_allclose(weighted_gram(cond), dense.T @ dense, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(weighted_gram(cond, weights), dense.T @ (weights[:, None] * dense),
+                               rtol=1e-13, atol=1e-15)
+    is_band = rows and all(r == list(range(r[0], r[0] + len(rows[0]))) for r in rows)
+    assert (band_blocks(cond) is not None) == bool(is_band)
+
+
+def test_the_gram_of_a_cached_operator_is_computed_once_and_read_only():
+    """A read-only dense A (a cached operator) has its AᵀA cached: the same array again, which
+    no caller can write; a writeable A is never cached."""
+    from linrec.eval.estimators._linalg import _unweighted_gram
+
+    cond = np.random.default_rng(4).uniform(size=(7, 4))
+    cond.setflags(write=False)
+    gram = _unweighted_gram(cond)
+    np.testing.assert_allclose(gram, cond.T @ cond, rtol=1e-13)
+    assert _unweighted_gram(cond) is gram and not gram.flags.writeable
+    other = cond.copy()
+    other.setflags(write=False)
+    assert _unweighted_gram(other) is not gram
+    writeable = cond.copy()
+    assert _unweighted_gram(writeable) is not _unweighted_gram(writeable)
