@@ -62,3 +62,14 @@ def test_bv_gamma_one_is_posterior_mean(small):
         for r in range(1, SAMPLE_SIZE + 1)
     ])
     np.testing.assert_allclose(x, posterior.T @ target, rtol=1e-12)
+
+
+@pytest.mark.parametrize("gamma", [0.0, -0.1, 1.5])
+def test_a_gamma_outside_its_range_is_refused_with_the_papers_value(gamma):
+    """γ must lie in (0, 1]; the error names the value the papers use."""
+    from linrec.errors import ConfigError
+    from linrec.eval.estimators.bv import check_gamma
+
+    with pytest.raises(ConfigError, match=rf"gamma={gamma} is out of range.*"
+                                          r"; 0\.01 in the papers \(Li et al\. 2023, eq\. 15\)$"):
+        check_gamma(gamma)

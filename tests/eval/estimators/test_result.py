@@ -20,3 +20,12 @@ def test_result_metadata():
     assert res.iterations == 7 and len(res.log_likelihood) == 8 and res.solver == "em"
     hyper = estimate("mle", sampled, n_items=400, sample_size=20, scheme="hypergeometric")
     assert hyper.scheme == "hypergeometric" and not np.allclose(hyper.p_hat, res.p_hat)
+
+
+def test_curve_defaults_to_the_first_50_cutoffs():
+    """T̂@1..T̂@50 unless k_max says otherwise, each the metric of p̂ at that K."""
+    _, sampled = draw(400, 20, 300, seed=2)
+    res = estimate("mle", sampled, n_items=400, sample_size=20)
+    default = res.curve("recall")
+    assert default.shape == (50,)
+    np.testing.assert_allclose(default, np.cumsum(res.p_hat)[:50], rtol=1e-12)
