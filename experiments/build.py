@@ -115,23 +115,28 @@ def same_settings(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return all(a[key] == b[key] for key in (a.keys() & b.keys()) - {"num_threads", "device"})
 
 
+def grid_value(value: Any) -> Any:
+    """A model field's value as a grid shows it: None (a field's default rule) as "null", the
+    word a command line gives for it."""
+    return "null" if value is None else value
+
+
 def swept(records: Records) -> dict[str, list[Any]]:
     """The model fields whose values differ between the records (a family's grid), with their
     values in increasing order."""
     values: dict[str, set] = {}
     for record in records.values():
         for key, value in record["config"]["model"].items():
-            if isinstance(value, (int, float, str)) and not isinstance(value, bool):
-                values.setdefault(key, set()).add(value)
-            elif value is None:
-                values.setdefault(key, set()).add("null")
+            if value is None or isinstance(value, (int, float, str)) and \
+                    not isinstance(value, bool):
+                values.setdefault(key, set()).add(grid_value(value))
     return {k: sorted(v, key=lambda x: (isinstance(x, str), x)) for k, v in values.items()
             if len(v) > 1 and k not in ("seed",)}
 
 
 def setting(record: dict[str, Any], keys: Sequence[str]) -> str:
     model = record["config"]["model"]
-    return ", ".join(f"{k} = {model.get(k)}" for k in keys) or "defaults"
+    return ", ".join(f"{k} = {grid_value(model.get(k))}" for k in keys) or "defaults"
 
 
 def sweep_command(records: Records) -> str:
@@ -449,7 +454,8 @@ def heat_maps(context: Context, out: Path = FIGURES) -> list[Path]:
         values = np.full((len(rows), len(cols)), np.nan)
         for record in group.values():
             model = record["config"]["model"]
-            values[rows.index(model[rows_key]), cols.index(model[cols_key])] = \
+            values[rows.index(grid_value(model[rows_key])),
+                   cols.index(grid_value(model[cols_key]))] = \
                 metric(record, "valid", "recall@20")
         fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(cols), 1.0 + 0.6 * len(rows)))
         image = ax.imshow(values, cmap="viridis", aspect="auto")

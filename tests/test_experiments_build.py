@@ -116,3 +116,18 @@ def test_a_per_user_comparison_gives_the_spread_only_of_the_settings_it_compared
     path.write_text(json.dumps(comparison))
     assert "95 % interval over" not in findings()
     assert "not measured for these settings (the per-user record compares others)" in findings()
+
+
+def test_a_null_setting_of_a_grid_reads_null_in_its_tables_and_heat_map(tmp_path):
+    """Closed-form MF's λ′ = null (σ_k at the cut) beside numbers: the grid lists it after them,
+    the settings say "null", and the heat map has a cell for it."""
+    build = _build_module()
+    points = [(1000, None, 0.17), (1000, 4, 0.16), (2000, None, 0.19), (2000, 4, 0.18)]
+    records = {f"ch3/mf_closed/r{i}": {
+        "config": {"model": {"name": "mf_closed", "rank": rank, "lam": lam}},
+        "splits": {"valid": {"exact": {"recall@20": value}}}}
+        for i, (rank, lam, value) in enumerate(points)}
+    assert build.swept(records) == {"rank": [1000, 2000], "lam": [4, "null"]}
+    assert build.setting(records["ch3/mf_closed/r2"], ["rank", "lam"]) == "rank = 2000, lam = null"
+    [figure] = build.heat_maps(build.Context(records, {}), out=tmp_path)
+    assert figure.name == "ch3_mf_closed.png" and figure.stat().st_size > 0
