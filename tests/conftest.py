@@ -133,7 +133,8 @@ def _schedule_rank(item: pytest.Item) -> int:
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """`--dist loadfile` with tests/report/ as one unit (see _WHOLE_UNITS)."""
+    """`--dist loadfile` with the units of `_work_unit`: tests/report/ whole, each documented
+    page apart."""
     if config.getvalue("dist") != "loadfile":
         return None  # another mode, asked for on the command line: xdist's own
     from xdist.scheduler import LoadScopeScheduling
