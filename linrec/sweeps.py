@@ -191,8 +191,9 @@ def clear_outputs(run_dir: Path) -> Path | None:
         aside.mkdir(parents=True)
         for name in names:
             (run_dir / name).rename(aside / name)
-        log.warning("%s: held a complete earlier run; its outputs are kept in %s", run_dir,
-                    aside)
+        # the documented behaviour of a rerun into one directory, nothing lost: the run's log
+        # says where the older outputs went, the terminal stays quiet
+        log.info("%s: held a complete earlier run; its outputs are kept in %s", run_dir, aside)
         return aside
     for name in names:
         path = run_dir / name
