@@ -1,14 +1,22 @@
 """The MF trainer's optimizers and gradient clipping.
 
-`adam`: torch's Adam, fused where the device has it; `sparse_adam`: torch's lazy SparseAdam with
-the rows updated in place (`RowAdam`); `clip_coefficient`: torch's clip_grad_norm_ coefficient
-of the gradient with the `full_table` L2 term that Adam adds itself; `NoClipBound`: a cheap
-upper bound of that norm which tells when the exact one is not needed.
+`adam`: torch's fused Adam kernel (`FusedAdam`); `sparse_adam`: torch's lazy SparseAdam with the
+rows updated in place (`RowAdam`); `clip_coefficient`: torch's clip_grad_norm_ coefficient of the
+gradient with the `full_table` L2 term that Adam adds itself; `NoClipBound`: a cheap upper bound
+of that norm which tells when the exact one is not needed.
+
+Both optimizers are `TableOptimizer`s, not `torch.optim.Optimizer`s: the first use of any torch
+optimizer imports `torch._dynamo` (its `__init__`, `step` and `zero_grad` are wrapped to disable
+the compiler), which takes as long as importing torch itself (4.5 s on a 2-core AMD EPYC VM) and
+every MF run would pay it. Their updates, state and `state_dict` are torch's, bit for bit
+(tests/models/test_mf_optim.py), so checkpoints move between the two.
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
@@ -101,10 +109,120 @@ class NoClipBound:
         return math.sqrt(total) * pad + 1e-6 < max_norm * (1 - 2.0 ** -48)  # NaN: False
 
 
+class TableOptimizer:
+    """What the MF trainer uses of `torch.optim.Optimizer`, without its import of
+    `torch._dynamo`: one parameter group (`param_groups[0]`: the parameters and the settings,
+    `lr` among them, which the schedule sets), the per-parameter `state`, `zero_grad`, and
+    `state_dict` / `load_state_dict` in torch's format (state by parameter index, the groups'
+    settings with the parameters' indices)."""
+
+    def __init__(self, params: Iterable[torch.Tensor], defaults: Mapping[str, Any]) -> None:
+        self.defaults = dict(defaults)
+        self.param_groups = [{**self.defaults, "params": list(params)}]
+        self.state: defaultdict[torch.Tensor, dict[str, Any]] = defaultdict(dict)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for param in self.param_groups[0]["params"]:
+            if param.grad is None:
+                continue
+            if set_to_none:
+                param.grad = None
+            else:
+                param.grad.detach_().zero_()
+
+    def state_dict(self) -> dict[str, Any]:
+        """torch's layout; the tensors are the optimizer's own, not copies (as torch's)."""
+        params = self.param_groups[0]["params"]
+        index = {id(p): i for i, p in enumerate(params)}
+        group = {k: v for k, v in self.param_groups[0].items() if k != "params"}
+        group["params"] = list(range(len(params)))
+        return {"state": {index[id(p)]: state for p, state in self.state.items()},
+                "param_groups": [group]}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """A state written by `state_dict` or by the torch optimizer of the same update: the
+        moments cast to each parameter's dtype and device, as torch casts them."""
+        groups = state_dict["param_groups"]
+        params = self.param_groups[0]["params"]
+        if len(groups) != 1 or len(groups[0]["params"]) != len(params):
+            raise ValueError("the optimizer state holds another set of parameters "
+                             f"({[len(g['params']) for g in groups]} in its groups, "
+                             f"{len(params)} here)")
+        self.state = defaultdict(dict)
+        for i, state in state_dict["state"].items():
+            param = params[groups[0]["params"].index(i)]
+            self.state[param] = {key: self._cast_state(key, value, param)
+                                 for key, value in state.items()}
+        self.param_groups = [{**{k: v for k, v in groups[0].items() if k != "params"},
+                              "params": params}]
+
+    def _cast_state(self, key: str, value: Any, param: torch.Tensor) -> Any:
+        if key == "step" or not isinstance(value, torch.Tensor):
+            return value
+        if param.is_floating_point():
+            return value.to(dtype=param.dtype, device=param.device)
+        return value.to(device=param.device)
+
+
+class FusedAdam(TableOptimizer):
+    """torch's `Adam(fused=True)`: the same kernel (`torch._fused_adam_`), state (a float32
+    `step` tensor on the parameter's device, `exp_avg`, `exp_avg_sq`) and settings, for
+    parameters with dense gradients on one device (CPU or CUDA) in one dtype. `weight_decay`
+    adds weight_decay·W to the gradient inside the kernel."""
+
+    DEVICES = ("cpu", "cuda")
+
+    def __init__(self, params: Iterable[torch.Tensor], lr: float, weight_decay: float = 0.0,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+        super().__init__(params, {
+            "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+            "amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
+            "differentiable": False, "fused": True, "decoupled_weight_decay": False})
+        kinds = {(p.device, p.dtype) for p in self.param_groups[0]["params"]}
+        if len(kinds) != 1 or next(iter(kinds))[0].type not in self.DEVICES \
+                or not next(iter(kinds))[1].is_floating_point:
+            raise ValueError(f"FusedAdam takes floating-point parameters on one CPU or CUDA "
+                             f"device in one dtype, not {sorted(map(str, kinds))}")
+
+    def _cast_state(self, key: str, value: Any, param: torch.Tensor) -> Any:
+        if key == "step":  # torch keeps a fused optimizer's step in float32 on the device
+            return torch.as_tensor(value).to(dtype=torch.float32, device=param.device)
+        return super()._cast_state(key, value, param)
+
+    @torch.no_grad()
+    def step(self) -> None:
+        group = self.param_groups[0]
+        params = [p for p in group["params"] if p.grad is not None]
+        if not params:
+            return
+        for param in params:
+            if param.grad.is_sparse:
+                raise RuntimeError("Adam does not take sparse gradients: "
+                                   "use model.optimizer=sparse_adam")
+            state = self.state[param]
+            if not state:
+                state["step"] = torch.zeros((), dtype=torch.float32, device=param.device)
+                state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(param,
+                                                       memory_format=torch.preserve_format)
+        states = [self.state[p] for p in params]
+        steps = [s["step"] for s in states]
+        torch._foreach_add_(steps, 1)
+        beta1, beta2 = group["betas"]
+        torch._fused_adam_(params, [p.grad for p in params], [s["exp_avg"] for s in states],
+                           [s["exp_avg_sq"] for s in states], [], steps, amsgrad=False,
+                           lr=group["lr"], beta1=beta1, beta2=beta2,
+                           weight_decay=group["weight_decay"], eps=group["eps"],
+                           maximize=False, grad_scale=None, found_inf=None)
+
+
 def adam(parameters, lr: float, weight_decay: float):
-    """Adam, fused into one kernel where this torch has it for the device (same update).
-    `weight_decay` adds weight_decay·W to the gradient inside that kernel: the `full_table`
-    L2 term, bitwise the same as adding it to the gradient first."""
+    """Adam with torch's fused kernel; `weight_decay` adds weight_decay·W to the gradient
+    inside it: the `full_table` L2 term, bitwise the same as adding it to the gradient first.
+    On a device `FusedAdam` does not cover, torch's Adam (fused where it has the kernel)."""
+    parameters = list(parameters)
+    if all(p.device.type in FusedAdam.DEVICES for p in parameters):
+        return FusedAdam(parameters, lr=lr, weight_decay=weight_decay)
     try:
         return torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay, fused=True)
     except (RuntimeError, TypeError, ValueError):
@@ -120,8 +238,13 @@ def sparse_adam(parameters, lr: float):
     return RowAdam(parameters, lr=lr)
 
 
-class RowAdam(torch.optim.SparseAdam):
-    """torch's SparseAdam update, row by row in place (see `sparse_adam`)."""
+class RowAdam(TableOptimizer):
+    """torch's SparseAdam update, row by row in place (see `sparse_adam`); its state (an int
+    `step`, `exp_avg`, `exp_avg_sq`) and settings are SparseAdam's."""
+
+    def __init__(self, params: Iterable[torch.Tensor], lr: float,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "maximize": False})
 
     @torch.no_grad()
     def step(self, closure=None):

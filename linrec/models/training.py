@@ -85,10 +85,11 @@ class EpochTrainer(Protocol):
 
 
 class TorchTrainerState:
-    """What every EpochTrainer with a torch optimizer `optimizer` and a random generator
+    """What every EpochTrainer with an optimizer `optimizer` (a torch optimizer, or one with its
+    `param_groups` and `state_dict`: `mf_optim.TableOptimizer`) and a random generator
     `generator` shares: the learning rate (of every parameter group) and the resume state."""
 
-    optimizer: torch.optim.Optimizer
+    optimizer: Any
     generator: torch.Generator
 
     @property
