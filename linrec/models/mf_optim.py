@@ -1,4 +1,5 @@
-"""The MF trainer's optimizers and gradient clipping.
+"""The optimizers of linrec's torch trainers (MF; Adam also for the nearby models) and MF's
+gradient clipping.
 
 `adam`: torch's fused Adam kernel (`FusedAdam`); `sparse_adam`: torch's lazy SparseAdam with the
 rows updated in place (`RowAdam`); `clip_coefficient`: torch's clip_grad_norm_ coefficient of the
@@ -7,9 +8,9 @@ of that norm which tells when the exact one is not needed.
 
 Both optimizers are `TableOptimizer`s, not `torch.optim.Optimizer`s: the first use of any torch
 optimizer imports `torch._dynamo` (its `__init__`, `step` and `zero_grad` are wrapped to disable
-the compiler), which takes as long as importing torch itself (4.5 s on a 2-core AMD EPYC VM) and
-every MF run would pay it. Their updates, state and `state_dict` are torch's, bit for bit
-(tests/models/test_mf_optim.py), so checkpoints move between the two.
+the compiler), which takes as long as importing torch itself (4.5 s on a 2-core AMD EPYC VM),
+and every MF or nearby-model run would pay it. Their updates, state and `state_dict` are
+torch's, bit for bit (tests/models/test_mf_optim.py), so checkpoints move between the two.
 """
 
 from __future__ import annotations

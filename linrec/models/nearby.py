@@ -28,6 +28,7 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
+from linrec.models import mf_optim
 from linrec.models.base import Recommender, Validation, binary_pattern
 from linrec.models.configs import MODEL_CONFIGS, LearnedLambdaConfig, NearbyHTConfig
 from linrec.models.spectral import LRR, compute_spectrum
@@ -166,7 +167,7 @@ class BPRTrainer(TorchTrainerState):
     def __init__(self, model: _BPRNearby, pattern: sp.csr_matrix) -> None:
         self.model, self.pattern, self.name = model, pattern, model.name
         self.generator = torch.Generator().manual_seed(model.seed)
-        self.optimizer = torch.optim.Adam(list(model.params_.values()), lr=model.lr)
+        self.optimizer = mf_optim.adam(list(model.params_.values()), model.lr, 0.0)
         self.active = np.flatnonzero(np.diff(pattern.indptr) > 0)
 
     def parameters(self) -> dict[str, torch.Tensor]:
