@@ -1,7 +1,8 @@
-"""The MF trainer's optimizers against torch's own (the reference): `FusedAdam` is
+"""linrec's optimizers against torch's own (the reference): `FusedAdam` is
 `torch.optim.Adam(fused=True)` and `RowAdam` is `torch.optim.SparseAdam`, bit for bit, through
-rate and weight-decay changes, and their checkpoints load into each other; and a whole MF fit in
-a fresh process never imports `torch._dynamo` (which any torch optimizer imports on first use)."""
+rate and weight-decay changes, and their checkpoints load into each other; and MF and nearby
+fits in a fresh process never import `torch._dynamo` (which any torch optimizer imports on
+first use)."""
 
 from __future__ import annotations
 
@@ -141,12 +142,14 @@ def test_fused_adam_refuses_what_its_kernel_does_not_take():
 
 
 def test_an_mf_fit_in_a_fresh_process_never_imports_torch_dynamo():
-    """Both optimizers, each fit written to a checkpoint and resumed from it: `torch._dynamo`
-    stays out of the process (its import takes as long as torch's)."""
+    """Both optimizers, each fit written to a checkpoint and resumed from it, and a nearby
+    model's fit: `torch._dynamo` stays out of the process (its import takes as long as
+    torch's)."""
     script = """
 import sys, tempfile
 import numpy as np, scipy.sparse as sp
 from linrec.models.mf import MF
+from linrec.models.nearby import LearnedLambda
 rng = np.random.default_rng(0)
 train = sp.random(60, 30, density=0.2, format="csr", random_state=rng)
 train.data[:] = 1.0
@@ -157,6 +160,8 @@ with tempfile.TemporaryDirectory() as d:
             model = MF(dim=4, epochs=2, batch_size=16, checkpoint_dir=d + "/" + str(len(extra)),
                        **extra).fit(train)
         print("resumed from", model.resumed_from_)
+    LearnedLambda(rank=5, lam=5.0, c=2.0, dtype="float64", batch_size=16, n_pairs=4, epochs=2,
+                  checkpoint_dir=d + "/nearby").fit(train)
 print(sorted(m for m in sys.modules if m.startswith("torch._dynamo")))
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
