@@ -26,9 +26,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-#: what the server imports before it forks: every module of linrec (and so its dependencies),
-#: and the parts of torch that its first optimizer step imports (torch._dynamo: about a second)
-PRELOADED = ("linrec", "torch._dynamo", "torch.optim", "numba.np.npyimpl")
+#: what the server imports before it forks: every module of linrec (and so its dependencies;
+#: not torch._dynamo, which linrec's optimizers keep out of a run) and numba's registries
+PRELOADED = ("linrec", "numba.np.npyimpl")
 
 SERVER = r'''
 import atexit, importlib, json, logging, os, signal, sys, threading, time, traceback
