@@ -350,22 +350,34 @@ def ch4_gowalla(context: Context) -> str:
 @table("pruning")
 def pruning(context: Context) -> str:
     """The same Optuna search over MF on Gowalla with each pruner: trials complete and pruned,
-    epochs trained, wall time, and the best validation value found."""
-    rows = []
-    for name in ("none", "median", "hyperband"):
-        record = context.records.get(f"pruning/{name}")
-        if record is None:
-            continue
-        rows.append([name, f"{record['complete']} / {record['pruned']}", record["epochs"],
-                     seconds(record["seconds"]), number(record["best_value"]),
-                     record["environment"]["cpu"]])
-    if not rows:
+    epochs trained and wall time (each also as a share of the unpruned search's), the best
+    validation value found; then each search's command."""
+    searches = {name: context.records[f"pruning/{name}"]
+                for name in ("none", "median", "hyperband") if f"pruning/{name}" in context.records}
+    if not searches:
         return ("Not recorded yet: the two searches run with `hydra.sweeper.pruner=none` and "
                 "`median` on `data=lightgcn data.path=/data/gowalla`, and "
                 "`python experiments/record.py optuna SWEEP_DIR --as pruning/<pruner>` records "
                 "each.\n")
-    return markdown(["pruner", "trials complete / pruned", "epochs trained", "wall time",
-                     "best valid value", "machine"], rows)
+    unpruned = searches.get("none")
+
+    def share(record: dict[str, Any], key: str) -> str:
+        if unpruned is None or record is unpruned or not unpruned.get(key) \
+                or record.get(key) is None:
+            return ""
+        return f" ({record[key] / unpruned[key]:.0%})"
+
+    rows = [[name, f"{record['complete']} / {record['pruned']}",
+             f"{record['epochs']}{share(record, 'epochs')}",
+             f"{seconds(record['seconds'])}{share(record, 'seconds')}",
+             number(record["best_value"]),
+             f"{record['environment']['cpu']}, {record['environment']['threads']} thread(s)"]
+            for name, record in searches.items()]
+    table_text = markdown(["pruner", "trials complete / pruned",
+                           "epochs trained (share of none's)", "wall time (share of none's)",
+                           "best valid value", "machine"], rows)
+    commands = "\n".join(record["command"] for record in searches.values())
+    return f"{table_text}\n```bash\n{commands}\n```\n"
 
 
 # ---------------------------------------------------------------------------------------------
