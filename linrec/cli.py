@@ -347,7 +347,7 @@ def main() -> None:
     import hydra
 
     from linrec.config import register_configs
-    from linrec.hydra_compat import precomposed, version_base
+    from linrec.hydra_compat import one_repository_per_listing, precomposed, version_base
     from linrec.plugins import plugins_in_overrides
     from linrec.sweeps import register_resolvers, sweep_overrides
 
@@ -372,6 +372,7 @@ def main() -> None:
     from linrec import interrupts
 
     sweeping = bool({"-m", "--multirun"} & set(sys.argv[1:]))
+    listing = bool({"--help", "-h", "--hydra-help"} & set(sys.argv[1:]))
     if sweeping:
         # the resource tracker of a joblib sweep whose workers a signal stopped reports their
         # semaphores at its exit; the workers are gone on purpose (it inherits this option)
@@ -381,7 +382,8 @@ def main() -> None:
         # with it), not only the job it may be running itself
         with interrupts.signals_raise() if sweeping else contextlib.nullcontext(), \
                 precomposed(checked.config, checked.overrides) \
-                if checked.config is not None else contextlib.nullcontext():
+                if checked.config is not None else contextlib.nullcontext(), \
+                one_repository_per_listing() if listing else contextlib.nullcontext():
             hydra.main(config_path=config_dir(), config_name="config", **version_base())(_task)()
     except interrupts.Interrupted as stop:
         _stopped_sweep(stop.signum)

@@ -82,3 +82,34 @@ def precomposed(cfg: Any, overrides: list[str]) -> Iterator[None]:
         if original_mode is not None:
             Hydra.get_mode = original_mode
         ConfigLoaderImpl.load_configuration = original_load
+
+
+@contextlib.contextmanager
+def one_repository_per_listing() -> Iterator[None]:
+    """Inside: Hydra lists a config group's options from one copy of the config repository per
+    (config, overrides) pair, instead of a fresh copy per group.
+
+    Hydra 1.3's `--help` and `--hydra-help` list every group's options, one
+    `get_group_options` call per group (about 130 for linrec), and each call deep-copies the
+    whole repository (the ConfigStore with linrec's structured configs) before reading it:
+    about 3 s of `linrec --help` on a 2-core VM (experiments/benchmarks/bench_first_run.py).
+    Listing reads the copy and never changes it, so one copy answers every call the same."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.object_type import ObjectType
+
+    original = ConfigLoaderImpl.get_group_options
+    copies: dict[tuple[int, str | None, tuple[str, ...]], Any] = {}
+
+    def get_group_options(self, group_name, results_filter=ObjectType.CONFIG, config_name=None,
+                          overrides=None):
+        key = (id(self), config_name, tuple(overrides or ()))
+        if key not in copies:
+            copies[key] = self._parse_overrides_and_create_caching_repo(
+                config_name, list(overrides or ()))[1]
+        return copies[key].get_group_options(group_name, results_filter)
+
+    ConfigLoaderImpl.get_group_options = get_group_options
+    try:
+        yield
+    finally:
+        ConfigLoaderImpl.get_group_options = original

@@ -394,6 +394,37 @@ def test_a_run_composes_its_config_once_and_a_config_may_still_set_the_mode(tmp_
     assert len(list((tmp_path / "sweep").glob("*/results.json"))) == 2
 
 
+#: counts the copies of the config repository Hydra makes and prints the count as it exits
+_COUNT_REPOSITORY_COPIES = """\
+import atexit, sys
+from hydra._internal.config_repository import CachingConfigRepository
+_init, _copies = CachingConfigRepository.__init__, []
+def _counted(self, *args, **kwargs):
+    _copies.append(1)
+    _init(self, *args, **kwargs)
+CachingConfigRepository.__init__ = _counted
+atexit.register(lambda: print("repository copies:", len(_copies), file=sys.stderr))
+"""
+#: the `linrec` command with Hydra listing the config groups by itself
+_HYDRA_LISTS = """\
+import contextlib, linrec.hydra_compat
+linrec.hydra_compat.one_repository_per_listing = contextlib.nullcontext
+"""
+
+
+@pytest.mark.parametrize("flag", ["--help", "--hydra-help"])
+def test_the_help_lists_every_group_from_one_copy_of_the_config_repository(tmp_path, flag):
+    """The same text as Hydra listing each group from a fresh copy of the repository (one per
+    group: its deep copies were three quarters of `linrec --help`), from a few copies."""
+    ours = run_command(tmp_path, flag, prelude=_COUNT_REPOSITORY_COPIES)
+    hydra = run_command(tmp_path, flag, prelude=_COUNT_REPOSITORY_COPIES + _HYDRA_LISTS)
+    assert ours.returncode == hydra.returncode == 0, ours.stderr + hydra.stderr
+    assert ours.stdout == hydra.stdout and "== Configuration groups ==" in ours.stdout
+    copies = {name: int(done.stderr.split("repository copies:")[-1])
+              for name, done in (("ours", ours), ("hydra", hydra))}
+    assert copies["ours"] <= 3 < 100 < copies["hydra"], copies
+
+
 #: the `linrec` command with Hydra composing the run's config itself, as it does alone
 _HYDRA_COMPOSES = """\
 import contextlib, linrec.hydra_compat
