@@ -84,11 +84,33 @@ def comparison(run_a: Path, run_b: Path, name: str, split: str, metrics: list[st
             "bootstrap": {"draws": n_boot, "seed": seed}, "metrics": out}
 
 
+def epochs_trained(sweep_dir: Path) -> int:
+    """Epochs the search's jobs trained: a complete job's training log (its results.json), a
+    pruned job's validation passes (its PRUNED marker) times its `model.eval_every`. Read
+    from the jobs, not the study: a search without a pruner reports no passes to it."""
+    import json
+    import re
+
+    import yaml
+
+    total = 0
+    for job in sorted(d for d in sweep_dir.iterdir() if d.is_dir() and d.name != "superseded"):
+        if (job / "results.json").exists():
+            training = json.loads((job / "results.json").read_text()).get("training") or {}
+            total += len(training.get("epochs") or [])
+        elif (job / "PRUNED").exists():
+            passes = int(re.search(r"after validation pass (\d+)",
+                                   (job / "PRUNED").read_text()).group(1))
+            config = yaml.safe_load((job / ".hydra" / "config.yaml").read_text())
+            total += passes * int(config["model"].get("eval_every", 1))
+    return total
+
+
 def search(sweep_dir: Path, name: str) -> dict:
     """The record of an Optuna search (its study in SWEEP_DIR/optuna.db): trials complete,
-    pruned and failed, epochs trained (validation passes reported), wall time from the first
-    trial's start to the last one's end, the best value and parameters, the command, and the
-    machine of its jobs."""
+    pruned and failed, epochs trained (`epochs_trained`), wall time from the first trial's
+    start to the last one's end, the best value and parameters, the command, and the machine
+    of its jobs."""
     import json
 
     import optuna
@@ -110,11 +132,11 @@ def search(sweep_dir: Path, name: str) -> dict:
             "command": command_of(["-m", *overrides]),
             "trials": len(trials), "complete": states.count("COMPLETE"),
             "pruned": states.count("PRUNED"), "failed": states.count("FAIL"),
-            "epochs": sum(len(t.intermediate_values) for t in trials),
+            "epochs": epochs_trained(sweep_dir),
             "seconds": (max(ends) - min(starts)).total_seconds() if ends else None,
             "best_value": study.best_value, "best_params": study.best_params,
             "values": [{"params": t.params, "state": t.state.name, "value": t.value,
-                        "epochs": len(t.intermediate_values)} for t in trials],
+                        "passes_reported": len(t.intermediate_values)} for t in trials],
             "environment": {"cpu": environment.get("cpu", "unknown"),
                             "threads": environment.get("linrec_threads"),
                             "linrec": environment.get("linrec")}}

@@ -154,3 +154,24 @@ def test_the_pruning_table_gives_each_search_as_a_share_of_the_unpruned_one():
     assert text.endswith("```bash\nlinrec -m hydra.sweeper.pruner=none model=mf\n"
                          "linrec -m hydra.sweeper.pruner=median model=mf\n```\n")
     assert build.pruning(build.Context({}, {})).startswith("Not recorded yet")
+
+
+def test_a_search_record_counts_the_epochs_its_jobs_trained(tmp_path):
+    """A complete job's training log (10 epochs) and a pruned job's validation passes (3)
+    times its eval_every (2): 16 epochs, whether or not the study holds reported passes."""
+    import importlib.util
+
+    sys.path.insert(0, str(ROOT / "experiments"))
+    spec = importlib.util.spec_from_file_location("experiments_record", RECORD)
+    record = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(record)
+    complete, pruned = tmp_path / "loss=ccl", tmp_path / "loss=mine"
+    for job in (complete, pruned):
+        (job / ".hydra").mkdir(parents=True)
+    (complete / "results.json").write_text(json.dumps(
+        {"training": {"epochs": [{"epoch": e} for e in range(1, 11)]}}))
+    (pruned / "PRUNED").write_text("pruned by the Optuna sweeper after validation pass 3 "
+                                   "(value 0.10000)\n")
+    (pruned / ".hydra" / "config.yaml").write_text("model:\n  eval_every: 2\n")
+    (tmp_path / "superseded" / "old").mkdir(parents=True)
+    assert record.epochs_trained(tmp_path) == 16
