@@ -180,8 +180,14 @@ def plot_rank_histogram(setting: Mapping[str, Any], title: str | None = None,
     fig = Figure(figsize=(6.4, 3.6))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    ax.bar(hist["rank"], hist["count"], width=1.0, color="C0")
-    ax.set_yscale("log")
+    # one filled outline over every rank from the least to the largest (a rank without items
+    # drops to the axis) instead of a bar per rank: the same picture, half the drawing time
+    ranks = np.asarray(hist["rank"], dtype=np.int64)
+    counts = np.zeros(ranks.max() - ranks.min() + 1)
+    counts[ranks - ranks.min()] = hist["count"]
+    edges = np.arange(ranks.min(), ranks.max() + 2) - 0.5
+    ax.hist(edges[:-1] + 0.5, bins=edges, weights=counts, histtype="stepfilled", color="C0",
+            log=True)
     ax.set_xlabel("sampled rank r")
     ax.set_ylabel("held-out items")
     ax.set_title(title or _setting_title(setting))

@@ -128,3 +128,22 @@ def test_setting_figures_names_and_draws_each_kind(tmp_path):
             assert path.read_bytes()[:5] == b"%PDF-"
     setting.pop("rank_histogram")
     assert len(setting_figures(setting, "recall", tmp_path / "b")) == 4
+
+
+def test_the_rank_histogram_draws_each_ranks_count_and_nothing_between():
+    """Ranks 1, 2, 5 and 9 with counts 100, 10, 3 and 1: the outline's level over each rank
+    (its horizontal segments, read from the drawn path) is that rank's count, and 0 over the
+    ranks without items (3, 4, 6–8)."""
+    from linrec.plots import plot_rank_histogram
+
+    setting = {"rank_histogram": {"rank": [1, 2, 5, 9], "count": [100, 10, 3, 1]},
+               "protocol": {"sample_size": 100, "repeats": 1}}
+    ax = plot_rank_histogram(setting).axes[0]
+    assert ax.get_yscale() == "log"
+    [outline] = ax.patches
+    vertices = outline.get_path().vertices
+    levels = [(min(x0, x1), max(x0, x1), y0) for (x0, y0), (x1, y1)
+              in zip(vertices[:-1], vertices[1:], strict=True) if y0 == y1 and x0 != x1]
+    for rank in range(1, 10):
+        over = [y for lo, hi, y in levels if lo < rank < hi and y > 0]
+        assert over == ([{1: 100, 2: 10, 5: 3, 9: 1}[rank]] if rank in (1, 2, 5, 9) else [])
