@@ -17,13 +17,22 @@ from linrec.errors import ConfigError
 _QUANTITIES = ("ratio", "shrunk")
 
 
-def save_figure(fig: Figure, path: str | Path) -> Path:
-    """Write `fig` to `path` (format from the suffix) atomically; returns the path."""
+def save_figure(fig: Figure, path: str | Path, bbox: Any = "tight") -> Path:
+    """Write `fig` to `path` (format from the suffix) atomically, cropped to `bbox` (inches;
+    "tight": the drawn content and a margin); returns the path."""
     path = Path(path)
     FigureCanvasAgg(fig)
     with atomic_open(path, "wb") as fh:
-        fig.savefig(fh, format=path.suffix.lstrip(".") or "png", bbox_inches="tight")
+        fig.savefig(fh, format=path.suffix.lstrip(".") or "png", bbox_inches=bbox)
     return path
+
+
+def tight_box(fig: Figure, pad_inches: float = 0.1) -> Any:
+    """The box `bbox_inches="tight"` crops `fig` to (its content on the Agg canvas, padded as
+    savefig pads it), computed once for every format it is written in: finding it takes
+    about a third of a format's drawing."""
+    canvas = FigureCanvasAgg(fig)
+    return fig.get_tightbbox(canvas.get_renderer()).padded(pad_inches)
 
 
 def plot_spectral_profile(profiles: Mapping[str, np.ndarray],
@@ -102,9 +111,11 @@ def training_metric_label(record: Mapping[str, Any]) -> str:
 
 def save_figure_formats(fig: Figure, stem: str | Path, formats: Sequence[str] = ("png", "pdf")
                         ) -> list[Path]:
-    """Write `fig` as <stem>.png and <stem>.pdf (or `formats`); returns the paths."""
+    """Write `fig` as <stem>.png and <stem>.pdf (or `formats`), each cropped to the same tight
+    box (`tight_box`); returns the paths."""
     stem = Path(stem)
-    return [save_figure(fig, stem.with_name(f"{stem.name}.{fmt}")) for fmt in formats]
+    bbox = tight_box(fig)
+    return [save_figure(fig, stem.with_name(f"{stem.name}.{fmt}"), bbox) for fmt in formats]
 
 
 def _setting_title(setting: Mapping[str, Any]) -> str:

@@ -147,3 +147,26 @@ def test_the_rank_histogram_draws_each_ranks_count_and_nothing_between():
     for rank in range(1, 10):
         over = [y for lo, hi, y in levels if lo < rank < hi and y > 0]
         assert over == ([{1: 100, 2: 10, 5: 3, 9: 1}[rank]] if rank in (1, 2, 5, 9) else [])
+
+
+def test_both_formats_are_cropped_to_the_box_savefig_finds(tmp_path):
+    """The PNG is byte for byte matplotlib's own `bbox_inches="tight"` file; the PDF's page is
+    the same box (in points, to a tenth of a point of the PNG's pixels at 100 dpi)."""
+    import io
+    import re
+
+    from linrec.plots import plot_rank_histogram, save_figure_formats
+
+    setting = {"rank_histogram": {"rank": list(range(1, 31)), "count": list(range(300, 0, -10))},
+               "protocol": {"sample_size": 30, "repeats": 1}}
+    png, pdf = save_figure_formats(plot_rank_histogram(setting), tmp_path / "hist")
+    reference = io.BytesIO()
+    plot_rank_histogram(setting).savefig(reference, format="png", bbox_inches="tight")
+    assert png.read_bytes() == reference.getvalue()
+    width, height = (int.from_bytes(png.read_bytes()[16 + 4 * i:20 + 4 * i], "big")
+                     for i in range(2))  # the PNG header's IHDR
+    box = re.search(rb"/MediaBox \[\s*([\d.]+) ([\d.]+) ([\d.]+) ([\d.]+)\s*\]",
+                    pdf.read_bytes())
+    points = [float(v) for v in box.groups()]
+    assert abs((points[2] - points[0]) - width * 0.72) < 0.72 + 0.1
+    assert abs((points[3] - points[1]) - height * 0.72) < 0.72 + 0.1
