@@ -184,6 +184,29 @@ def test_cls_of_a_sparse_law_with_and_without_the_sign_constraint(small, nonnega
     result = estimate("cls", np.array([1, 2, 2, 9]), n_items=N_ITEMS, sample_size=SAMPLE_SIZE)
     assert result.params == {"metric": "recall", "k_max": 50, "nonnegative": False}
     assert np.all(result.p_hat[50:] == 0) and np.any(result.p_hat[45:50] != 0)
-    with pytest.raises(Exception, match=r"metric='precision' .*cls corrects every curve metric "
-                                        r"but precision"):
+    with pytest.raises(Exception, match=r"metric='precision' .*; cls corrects every curve "
+                                        r"metric but precision$"):
         cls(cond, hist, prior, "precision", 5)
+
+
+def test_cls_names_its_prior_and_solver_and_passes_its_settings_on():
+    """As LS: the uniform prior by default, also for prior="run" (its own default source), a
+    prior estimated from the run with that prior's settings, the sign constraint passed to the
+    solve (and recorded), and a pooled prior refused (CLS has no mle/mes source to pool)."""
+    from linrec.errors import ConfigError
+
+    sampled = np.array([1, 1, 1, 2, 2, 3, 4, 6, 6, 6])
+    call = dict(n_items=40, sample_size=6, metric="ap", k_max=5)
+    default = estimate("cls", sampled, **call)
+    assert (default.name, default.prior, default.solver) == ("cls", "uniform", "qr+bvls")
+    run = estimate("cls", sampled, **call, prior="run")
+    assert run.prior == "uniform" and np.array_equal(run.p_hat, default.p_hat)
+    short, long = (estimate("cls", sampled, **call, prior="mle", prior_params={"n_iter": n})
+                   for n in (2, 50))
+    assert short.prior == "mle" and not np.allclose(short.p_hat, long.p_hat)
+    signed = estimate("cls", sampled, **call, nonnegative=True)
+    assert signed.params == {"metric": "ap", "k_max": 5, "nonnegative": True}
+    assert np.all(np.cumsum(signed.p_hat / np.arange(1, 41)) >= -1e-12)
+    assert not np.allclose(signed.p_hat, default.p_hat)
+    with pytest.raises(ConfigError, match="prior='pooled' needs an mle/mes prior"):
+        estimate("cls", sampled, **call, prior="pooled", prior_runs=[sampled])
