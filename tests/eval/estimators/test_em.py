@@ -393,3 +393,52 @@ def test_mes_defaults_checks_and_a_sparse_law():
     dense = mes(cond, gap, 100.0, solver="clarabel")[0]
     np.testing.assert_allclose(mes(sp.csr_matrix(cond), gap, 100.0, solver="clarabel")[0], dense,
                                rtol=1e-9, atol=1e-12)
+
+
+def test_the_mes_dual_counts_its_checks_and_stops_at_max_iter():
+    """A histogram that the uniform prior produces exactly is the dual's start (λ = 0, π
+    uniform): it stops at its first gradient check, iteration 1. A generic one converges in n
+    iterations: `max_iter=n` reaches it, `max_iter=n − 1` says it did not converge in n − 1."""
+    cond = conditional_matrix(N_ITEMS, SAMPLE_SIZE)
+    uniform = np.full(N_ITEMS, 1.0 / N_ITEMS) @ cond
+    # at λ = 0 the residual is s·0 + P~ − Aᵀπ, zero for P~ = Aᵀ·uniform (and η·H is flat there)
+    _, first, used = mes(cond, uniform, 10.0, 0.01, solver="dual")
+    assert (first, used) == (1, "dual-newton")
+    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 3000, seed=5)
+    hist = np.bincount(sampled - 1, minlength=SAMPLE_SIZE) / len(sampled)
+    pi, n, _ = mes(cond, hist, 100.0, 0.01, solver="dual")
+    assert n > 2
+    again, same, _ = mes(cond, hist, 100.0, 0.01, solver="dual", max_iter=n)
+    assert same == n and np.array_equal(again, pi)
+    with pytest.raises(ArithmeticError, match=f"did not converge in {n - 1} iterations"):
+        mes(cond, hist, 100.0, 0.01, solver="dual", max_iter=n - 1)
+
+
+def test_the_mes_dual_below_its_rounding_floor_says_it_did_not_converge():
+    """A tolerance no float64 gradient can reach: the Newton steps stop shrinking the gradient
+    at its rounding floor, far above 1000·tol, and the dual says it did not converge (the
+    "auto" solver then falls back to cvxpy)."""
+    cond = conditional_matrix(N_ITEMS, SAMPLE_SIZE)
+    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 3000, seed=5)
+    hist = np.bincount(sampled - 1, minlength=SAMPLE_SIZE) / len(sampled)
+    with pytest.raises(ArithmeticError, match="did not converge in 200 iterations"):
+        mes(cond, hist, 100.0, 0.01, solver="dual", tol=1e-30)
+
+
+def test_the_mes_dual_line_search_carries_a_hard_instance_to_the_optimum():
+    """η = 1e-6 against s = 1000: undamped Newton steps overshoot and wander (200 iterations
+    are not enough), the Armijo search reaches the optimum, whose KKT conditions on the simplex
+    (the objective's gradient in π equal over π's support, written out here) hold."""
+    n_items, sample_size = 300, 20
+    cond = conditional_matrix(n_items, sample_size)
+    _, sampled = draw(n_items, sample_size, 3000, seed=1)
+    hist = np.bincount(sampled - 1, minlength=sample_size) / len(sampled)
+    scale, eta = 1000.0, 1e-6
+    pi, iterations, _ = mes(cond, hist, scale, eta, solver="dual")
+    assert iterations < 200 and abs(pi.sum() - 1) < 1e-12
+    support = pi > 1e-30
+    grad = (cond @ (2 * scale * hist * (pi @ cond - hist)))[support] + \
+        eta * (np.log(pi[support]) + 1)
+    assert np.ptp(grad) < 1e-7
+    assert _mes_objective(pi, cond, hist, scale, eta) <= \
+        _mes_objective(np.full(n_items, 1.0 / n_items), cond, hist, scale, eta)
