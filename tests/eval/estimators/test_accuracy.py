@@ -80,6 +80,13 @@ def test_order_agreement_by_hand():
         order_agreement(est[:, :1], true[:1])
 
 
+def test_order_agreement_of_many_repeats_that_tie_every_model_is_zero():
+    """τ = 0 for each of 2 000 repeats whose estimates are all equal (no untied pair), set
+    explicitly rather than left to whatever memory the division would not write."""
+    tau, same = order_agreement(np.full((2000, 3), 0.5), np.array([0.3, 0.1, 0.2]))
+    assert tau == 0.0 and same == 0
+
+
 def test_order_agreement_is_scipys_tau_b_with_ties():
     rng = np.random.default_rng(3)
     true = np.round(rng.random(9), 1)  # ties in the exact values too

@@ -52,6 +52,18 @@ def test_adaptive_posterior_equal_under_both_likelihoods(adaptive_sample):
     nested = estimate("adaptive_mle", sampled, n_items=2000, sample_size=sizes,
                       likelihood="nested", initial_size=10)
     np.testing.assert_allclose(nested.p_hat, paper.p_hat, rtol=1e-12, atol=1e-15)
+    # but not the same likelihood: at the uniform start, the mean log-likelihood per target of
+    # Bin(r − 1; n − 1, θ_R), and of the nested form, whose C(n − 1, r − 1) is C(n/2, r − 1)
+    # for r > 1 above the first level (Li et al. 2023, eq. 12), written out with scipy here
+    from scipy import stats
+    from scipy.special import comb
+
+    theta = np.arange(2000) / 1999
+    at_start = stats.binom.pmf(sampled[:, None] - 1, sizes[:, None] - 1, theta).mean(axis=1)
+    halved = np.where((sampled > 1) & (sizes > 10),
+                      comb(sizes // 2, sampled - 1) / comb(sizes - 1, sampled - 1), 1.0)
+    assert paper.log_likelihood[0] == pytest.approx(np.log(at_start).mean(), rel=1e-12)
+    assert nested.log_likelihood[0] == pytest.approx(np.log(at_start * halved).mean(), rel=1e-12)
     # the nested form is a pmf of the doubling process: it sums to 1 over the reachable (n, r)
     from linrec.eval.estimators.adaptive import nested_log_factor
 

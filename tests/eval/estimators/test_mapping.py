@@ -412,3 +412,14 @@ def test_mapping_function_passes_every_parameter_on() -> None:
                          ("oracle", "global_ranks")):
         with pytest.raises(ConfigError, match=rf"kind='{kind}' needs the parameter {needed}="):
             mapping_function(kind, 500, 10)
+
+
+def test_the_oracle_mapping_breaks_an_exact_tie_towards_the_smaller_k() -> None:
+    """Every target at global rank 3 of 5, one sampled item: its sampled rank is 1 with
+    probability (R − 1)/(N − 1) = ½ exactly, so E[SHR@1] = ½ lies halfway between HR@K = 0
+    (K ≤ 2) and HR@K = 1 (K ≥ 3); the argmin's first K is 0, the brute force's too."""
+    global_ranks = np.full(4, 3)
+    for scheme in ("binomial", "hypergeometric"):
+        f = oracle_mapping(global_ranks, 5, 2, scheme=scheme)
+        assert f.tolist() == [0.0, 3.0]
+        assert f.astype(int).tolist() == _oracle_by_brute_force(global_ranks, 5, 2, scheme)
