@@ -111,7 +111,7 @@ class NoClipBound:
 
 
 class TableOptimizer:
-    """What the MF trainer uses of `torch.optim.Optimizer`, without its import of
+    """What linrec's trainers use of `torch.optim.Optimizer`, without its import of
     `torch._dynamo`: one parameter group (`param_groups[0]`: the parameters and the settings,
     `lr` among them, which the schedule sets), the per-parameter `state`, `zero_grad`, and
     `state_dict` / `load_state_dict` in torch's format (state by parameter index, the groups'
