@@ -175,3 +175,22 @@ def test_a_search_record_counts_the_epochs_its_jobs_trained(tmp_path):
     (pruned / ".hydra" / "config.yaml").write_text("model:\n  eval_every: 2\n")
     (tmp_path / "superseded" / "old").mkdir(parents=True)
     assert record.epochs_trained(tmp_path) == 16
+
+
+def test_a_finding_over_a_seeded_model_says_how_many_seeds_stand_behind_it():
+    """The closed-form fits are deterministic; when a seeded model (MF-CCL) is among the two
+    compared, the finding counts the seeds of its selected setting instead."""
+    build = _build_module()
+    records = dict(build.load_records(ROOT / "experiments" / "records"))
+    assert "deterministic fits" in build.findings(build.Context(records, {}))
+    ease = next(r for name, r in records.items() if name.startswith("ch3/ease/"))
+    for seed, recall in ((0, 0.30), (1, 0.29)):
+        record = json.loads(json.dumps(ease))
+        record["config"]["model"] = {"name": "mf", "dim": 64, "seed": seed}
+        record["seed"] = seed
+        record["splits"]["test"]["exact"]["recall@20"] = recall
+        record["splits"]["valid"]["exact"]["recall@20"] = recall  # seed 0 is selected
+        records[f"ch3/mf_ccl/seed={seed}"] = record
+    text = build.findings(build.Context(records, {}))
+    assert "MF-CCL (SimpleX's settings) (test Recall@20 0.3000)" in text
+    assert "2 seeds of MF-CCL (SimpleX's settings) (the others deterministic)" in text
