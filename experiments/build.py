@@ -418,8 +418,11 @@ def findings(context: Context) -> str:
         models = (comparison or {}).get("models")  # older comparisons did not keep them
         compared = bool(models) and same_settings(models["a"], b1[1]["config"]["model"]) \
             and same_settings(models["b"], b2[1]["config"]["model"])
+        separated = ""
         if compared:
             m = comparison["metrics"]["recall@20"]
+            if m["interval95"][0] <= 0 <= m["interval95"][1]:
+                separated = "; not separated: the interval holds a zero gap"
             users = f"{comparison['users']:,}".replace(",", " ")
             spread = (f"95 % interval over {users} users "
                       f"[{signed(m['interval95'][0])}, {signed(m['interval95'][1])}]")
@@ -436,7 +439,7 @@ def findings(context: Context) -> str:
             "the most popular items) ranks best on Gowalla, each tuned on a 10 % validation "
             "split?",
             f"{l1} (test Recall@20 {number(r1, 4)}), then {l2} ({number(r2, 4)}), of the "
-            f"{len(ranked)} of {len(CH3_FAMILIES)} models recorded",
+            f"{len(ranked)} of {len(CH3_FAMILIES)} models recorded{separated}",
             f"{signed(r1 - r2)} Recall@20",
             spread, seeds_of(context, (f1, f2)), test, "[table](#chapter-3-on-real-data)"])
     ease = selected(ch3_group(context, "ease"))
