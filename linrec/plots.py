@@ -192,7 +192,7 @@ def plot_rank_histogram(setting: Mapping[str, Any], title: str | None = None,
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     # one filled outline over every rank from the least to the largest (a rank without items
-    # drops to the axis) instead of a bar per rank: the same picture, half the drawing time
+    # drops to the axis) instead of a bar per rank: the same picture, a third less drawing
     ranks = np.asarray(hist["rank"], dtype=np.int64)
     counts = np.zeros(ranks.max() - ranks.min() + 1)
     counts[ranks - ranks.min()] = hist["count"]
