@@ -509,3 +509,24 @@ def test_diverged_estimates_are_marked_not_reported(tmp_path):
     assert "diverged" in done.stdout
     assert not re.search(r"\d\.\d{4}[-\d]", done.stdout), done.stdout
 
+
+
+#: prints, as the command exits, which compiled-kernel and training libraries it imported
+_REPORT_HEAVY_IMPORTS = """\
+import atexit, sys
+_HEAVY = {"numba", "llvmlite", "torch", "implicit"}
+atexit.register(lambda: print("heavy:", sorted({m.partition(".")[0] for m in sys.modules}
+                                                & _HEAVY), file=sys.stderr))
+"""
+
+
+def test_the_default_run_needs_no_compiled_kernel_and_no_torch(tmp_path):
+    """The default run (EASE on the embedded data, figures included) is small enough for NumPy
+    and scipy throughout: in a fresh interpreter it imports neither numba, whose kernels a fresh
+    install would first compile (seconds), nor torch."""
+    process = run_command(tmp_path, "hydra.run.dir=run", prelude=_REPORT_HEAVY_IMPORTS,
+                          wait=False)
+    _, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr
+    assert stderr.splitlines()[-1] == "heavy: []"
+    assert (tmp_path / "run" / "results.json").is_file()

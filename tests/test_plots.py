@@ -170,3 +170,69 @@ def test_both_formats_are_cropped_to_the_box_savefig_finds(tmp_path):
     points = [float(v) for v in box.groups()]
     assert abs((points[2] - points[0]) - width * 0.72) < 0.72 + 0.1
     assert abs((points[3] - points[1]) - height * 0.72) < 0.72 + 0.1
+
+
+def test_log_axes_label_the_ticks_matplotlib_labels_in_plain_text(monkeypatch):
+    """A log axis labels exactly the ticks matplotlib's own formatter labels, with the same
+    numbers written as plain text (10⁻², 3×10⁻²: what its mathtext shows), for axes over many
+    decades and within one; drawing never parses mathtext."""
+    import re
+
+    import matplotlib.mathtext
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from linrec.plots import log_scale
+
+    superscript = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
+
+    def number(label: str) -> float:
+        """A plain label's value, read independently of the formatter."""
+        label = label.replace("\N{MINUS SIGN}", "-")
+        coefficient, _, power = label.partition("×")
+        if not power:
+            power, coefficient = coefficient, "1"
+        if re.fullmatch(r"10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+", power):
+            return float(coefficient) * 10.0 ** int(power[2:].translate(superscript))
+        return float(coefficient) * float(power)
+
+    def labels(ax, which):
+        axis = getattr(ax, f"{which}axis")
+        ticks = [*axis.get_major_ticks(), *axis.get_minor_ticks()]
+        return [(t.get_loc(), t.label1.get_text()) for t in ticks]
+
+    for low, high in ((1e-4, 50.0), (0.02, 0.09), (3.0, 7.0)):
+        ours, theirs = Figure(), Figure()
+        for fig in (ours, theirs):
+            FigureCanvasAgg(fig)
+            fig.add_subplot().plot([1, 2], [low, high])
+        log_scale(ours.axes[0], "y")
+        theirs.axes[0].set_yscale("log")
+        for fig in (ours, theirs):
+            fig.axes[0].set_ylim(low, high)
+            fig.canvas.draw()
+        mine, reference = labels(ours.axes[0], "y"), labels(theirs.axes[0], "y")
+        assert [loc for loc, _ in mine] == [loc for loc, _ in reference]
+        labelled = [(loc, text) for loc, text in mine if text]
+        assert labelled and [loc for loc, _ in labelled] == [
+            loc for loc, text in reference if text]
+        for loc, text in labelled:
+            assert "$" not in text
+            assert number(text) == pytest.approx(loc, rel=1e-9), (text, loc)
+
+    def no_mathtext(*args, **kwargs):
+        raise AssertionError("mathtext parsed")
+
+    monkeypatch.setattr(matplotlib.mathtext.MathTextParser, "parse", no_mathtext)
+    from linrec.plots import plot_rank_histogram, plot_relative_errors, save_figure_formats
+
+    ks = np.arange(1, 30)
+    setting = {"protocol": {"sample_size": 50, "repeats": 3},
+               "curves": {"exact": {"recall": (ks / 40).tolist()},
+                          "naive": {"recall": (ks / 20).tolist()}},
+               "rank_histogram": {"rank": [1, 2, 3], "count": [3000, 10, 5]}}
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as directory:
+        save_figure_formats(plot_relative_errors(setting, "recall"), Path(directory) / "e")
+        save_figure_formats(plot_rank_histogram(setting), Path(directory) / "r")

@@ -4,6 +4,7 @@ study's runs and tables."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -43,6 +44,54 @@ def test_the_libraries_are_the_distributions_of_the_imported_modules():
     assert imported_distributions(["hydra_plugins",
                                    "hydra_plugins.hydra_joblib_launcher.joblib_launcher"]) == [
         "hydra-joblib-launcher"]
+
+
+def _dist_info(site, name, version, files, top_level=None, folder="dist-info",
+               metadata="METADATA"):
+    info = site / f"{name.replace('-', '_')}-{version}.{folder}"
+    info.mkdir()
+    (info / metadata).write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                                 "Summary: x\n\nName: not-a-header\n")
+    (info / "RECORD").write_text("".join(f"{f},sha256=x,1\n" for f in files))
+    if top_level is not None:
+        (info / "top_level.txt").write_text(top_level)
+
+
+def test_distribution_index_agrees_with_importlib_metadata(tmp_path, monkeypatch):
+    """The one-pass index of modules and versions equals importlib.metadata's
+    packages_distributions and version: on the installed environment, and on a site of
+    distributions with and without top_level.txt, an egg-info, a shared namespace package, a
+    duplicate name later on the path and quoted RECORD paths."""
+    import importlib.metadata as metadata
+
+    from linrec.results import _distribution_version, _installed
+
+    def expected():
+        return {m: tuple(dict.fromkeys(d)) for m, d in metadata.packages_distributions().items()}
+
+    modules, _ = _installed.__wrapped__()
+    assert modules == expected()
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        assert _distribution_version(name) == metadata.version(name), name
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir(), second.mkdir()
+    _dist_info(first, "Declared-Pkg", "1.0", ["declared/__init__.py"], top_level="declared\nd2\n")
+    _dist_info(first, "inferred_pkg", "2.0rc1",
+               ["inferred/__init__.py", "inferred/sub/x.py", "single.py", "data/file.txt",
+                '"quoted/__init__.py"', "../../bin/tool.py", "inferred-2.0rc1.dist-info/RECORD"])
+    _dist_info(first, "ns-one", "0.1", ["ns/one/__init__.py"])
+    _dist_info(first, "ns.two", "0.2", ["ns/two/__init__.py"])
+    _dist_info(first, "old_egg", "3", ["old_egg/__init__.py"], top_level="old_egg\n",
+               folder="egg-info", metadata="PKG-INFO")
+    _dist_info(second, "inferred-pkg", "9.9", ["inferred/__init__.py"])
+    monkeypatch.setattr(sys, "path", [str(first), str(second)])
+    modules, versions = _installed.__wrapped__()
+    assert modules == expected()
+    assert modules["ns"] == ("ns-one", "ns.two") or modules["ns"] == ("ns.two", "ns-one")
+    for name in ("Declared-Pkg", "inferred_pkg", "ns-one", "ns.two", "old_egg", "Inferred.Pkg"):
+        assert versions[re.sub(r"[-_.]+", "-", name).lower()] == metadata.version(name), name
 
 
 def test_results_record_what_the_run_imported_and_always_torch():

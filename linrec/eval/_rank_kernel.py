@@ -80,6 +80,36 @@ def _uncount(sorted_scores, sorted_keys, counts, wins, m, s, key):
 
 
 @njit(cache=True, inline="always")
+def _sift_down(values, order, root, end):
+    """Restore the max-heap of order[root:end] (ordered by values[order[.]])."""
+    while True:
+        child = 2 * root + 1
+        if child >= end:
+            return
+        if child + 1 < end and values[order[child]] < values[order[child + 1]]:
+            child += 1
+        if not values[order[root]] < values[order[child]]:
+            return
+        order[root], order[child] = order[child], order[root]
+        root = child
+
+
+@njit(cache=True)
+def _argsort(values):
+    """Indices that sort `values` (finite) ascending, by heap sort; equal values in any order.
+    Written out because numba's own argsort (merge or quick sort) takes seconds to compile,
+    which a fresh install's first run would wait for."""
+    m = len(values)
+    order = np.arange(m)
+    for root in range(m // 2 - 1, -1, -1):
+        _sift_down(values, order, root, m)
+    for end in range(m - 1, 0, -1):
+        order[0], order[end] = order[end], order[0]
+        _sift_down(values, order, 0, end)
+    return order
+
+
+@njit(cache=True, inline="always")
 def _finite_row(row):
     bad = 0
     for j in range(len(row)):
@@ -143,7 +173,7 @@ def _count_sorted(row, f_idx, t_idx, base, out):
     t_scores = np.empty(m, dtype=row.dtype)
     for i in range(m):
         t_scores[i] = row[t_idx[i]]
-    order = np.argsort(t_scores, kind="mergesort")
+    order = _argsort(t_scores)
     sorted_scores = np.empty(m, dtype=row.dtype)
     sorted_keys = np.empty(m, dtype=np.uint64)
     for i in range(m):

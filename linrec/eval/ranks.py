@@ -42,6 +42,13 @@ from linrec.scoring import scored_batches
 #: rows with at most this many held-out items are ranked by one vectorised pass per target
 #: (`linrec.eval._rank_kernel`), the others by the sorted path (faster beyond ~100 targets)
 _LINEAR_MAX_TARGETS = 128
+#: a batch with fewer (held-out item, item) pairs is counted by NumPy's vectorised comparisons
+#: (`device_ranks.count_beaten`, ~0.2 s per 10^8 pairs) instead of the compiled kernel, whose
+#: loading takes ~0.2 s a process and whose first compilation ~3 s an install: a small run
+#: never waits for numba
+_KERNEL_MIN_PAIRS = 2**27
+#: score elements one vectorised host comparison gathers (a few MB: they stay in the cache)
+_HOST_CHUNK_ELEMENTS = 2**20
 
 
 class Scorer(Protocol):
@@ -153,9 +160,9 @@ def batch_global_ranks(scores: np.ndarray, foldin: sp.csr_matrix, targets: sp.cs
 
     scores: float (b, n_items) model scores, modified in place: on return fold-in entries are
     -inf, held-out entries keep their scores. foldin, targets: CSR (b, n_items), disjoint.
-    keys: the batch's tie-break keys. Returns BatchRanks (entries sorted by (row, rank))."""
-    from linrec.eval._rank_kernel import rank_rows  # numba: imported when first needed
-
+    keys: the batch's tie-break keys. Returns BatchRanks (entries sorted by (row, rank)).
+    A batch of fewer than _KERNEL_MIN_PAIRS (held-out item, item) pairs is counted by NumPy,
+    a larger one by the compiled kernel: the same ranks."""
     n_rows, n_items = scores.shape
     if scores.dtype not in (np.float32, np.float64) or not scores.flags.c_contiguous:
         scores_in = scores
@@ -164,6 +171,15 @@ def batch_global_ranks(scores: np.ndarray, foldin: sp.csr_matrix, targets: sp.cs
         scores_in = None
     foldin, targets = checked_batch_rows(foldin, targets)
     t_rows, t_items = _row_ids(targets), targets.indices.astype(np.int64)
+    if len(t_items) * n_items < _KERNEL_MIN_PAIRS:
+        beaten_by, t_scores = device_ranks.count_beaten(scores, foldin, targets, keys,
+                                                        chunk_elements=_HOST_CHUNK_ELEMENTS)
+        scores[t_rows, t_items] = t_scores  # held-out entries keep their scores
+        if scores_in is not None:
+            scores_in[...] = scores
+        return _batch_ranks(foldin, targets, beaten_by, t_scores)
+    from linrec.eval._rank_kernel import rank_rows  # numba: imported when first needed
+
     beaten_by = np.empty(len(t_items), dtype=np.int64)
     arrays = (scores, foldin.indptr.astype(np.int64), foldin.indices.astype(np.int64),
               targets.indptr.astype(np.int64), t_items, user_key_bases(keys), beaten_by,

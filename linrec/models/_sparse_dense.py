@@ -1,11 +1,11 @@
 """foldin @ W for a sparse foldin and a dense W: the scores of the item-item models.
 
 scipy's `csr @ dense` adds, for each stored entry (r, k) in storage order, v · W[k] to output
-row r: one pass over the output row per entry, in one thread. The compiled kernel here does the
-same arithmetic in the same order (each output element is ((o + v0·w0) + v1·w1) + ..., a
-multiplication then an addition, never fused), so its result is bitwise scipy's, but it
-reads and writes each output row once per four entries and runs chunks of rows on several
-threads (the kernel releases the GIL).
+row r: one pass over the output row per entry, in one thread. The compiled kernel
+(`_sparse_dense_kernel`) does the same arithmetic in the same order (each output element is
+((o + v0·w0) + v1·w1) + ..., a multiplication then an addition, never fused), so its result is
+bitwise scipy's, but it reads and writes each output row once per four entries and runs chunks
+of rows on several threads (the kernel releases the GIL).
 
 It works through W in blocks of columns: every row of the batch takes its entries' segments of
 one block before any row goes on to the next, so the block (items x width, about 8 MB) is read
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 
 from linrec.hardware import on_row_chunks
 
@@ -28,28 +27,10 @@ from linrec.hardware import on_row_chunks
 BLOCK_BYTES = 8 << 20
 #: narrowest column block (a few SIMD registers wide)
 MIN_BLOCK_COLUMNS = 64
-
-
-@njit(cache=True, nogil=True)
-def _rows(indptr, indices, data, W, out, start, stop, c0, c1):  # pragma: no cover - compiled
-    """out[r, c0:c1] = sum over the entries p of row r of data[p] · W[indices[p], c0:c1], r in
-    start:stop."""
-    for r in range(start, stop):
-        o = out[r, c0:c1]
-        o[:] = 0
-        p, end = indptr[r], indptr[r + 1]
-        while p + 4 <= end:
-            v0, v1, v2, v3 = data[p], data[p + 1], data[p + 2], data[p + 3]
-            w0, w1 = W[indices[p], c0:c1], W[indices[p + 1], c0:c1]
-            w2, w3 = W[indices[p + 2], c0:c1], W[indices[p + 3], c0:c1]
-            for c in range(c1 - c0):
-                o[c] = (((o[c] + v0 * w0[c]) + v1 * w1[c]) + v2 * w2[c]) + v3 * w3[c]
-            p += 4
-        while p < end:
-            v, w = data[p], W[indices[p], c0:c1]
-            for c in range(c1 - c0):
-                o[c] = o[c] + v * w[c]
-            p += 1
+#: a product of fewer multiply-adds is scipy's (the same result, bit for bit): loading the
+#: compiled kernel takes ~0.2 s a process (its first compilation ~0.5 s an install), more than
+#: it saves there
+KERNEL_MIN_MULTIPLY_ADDS = 2**30
 
 
 def column_blocks(n_rows: int, n_columns: int, itemsize: int) -> list[tuple[int, int]]:
@@ -64,16 +45,20 @@ def sparse_dense_product(foldin: sp.spmatrix, W: np.ndarray, threads: int,
     """foldin (m x n, sparse) @ W (n x d, dense float32/float64) in W's dtype: (m, d), equal to
     scipy's `sp.csr_matrix(foldin, dtype=W.dtype) @ W` bit for bit, on `threads` threads, in
     column blocks of W (`blocked=False`: row by row over the whole of W, the benchmark's
-    reference)."""
+    reference). Below KERNEL_MIN_MULTIPLY_ADDS it is scipy's product itself."""
     X = sp.csr_matrix(foldin, dtype=W.dtype)
     if X.shape[1] != W.shape[0]:
         raise ValueError(f"foldin has {X.shape[1]} columns but W has {W.shape[0]} rows")
+    if X.nnz * W.shape[1] < KERNEL_MIN_MULTIPLY_ADDS:
+        return np.asarray(X @ W)
+    from linrec.models._sparse_dense_kernel import product_rows  # numba: loaded when needed
+
     W = np.ascontiguousarray(W)
     out = np.empty((X.shape[0], W.shape[1]), dtype=W.dtype)
     indptr, indices = X.indptr.astype(np.int64), X.indices.astype(np.int64)
     blocks = column_blocks(*W.shape, W.itemsize) if blocked else [(0, W.shape[1])]
     for c0, c1 in blocks:
-        on_row_chunks(lambda start, stop, c0=c0, c1=c1: _rows(indptr, indices, X.data, W, out,
-                                                              start, stop, c0, c1),
+        on_row_chunks(lambda start, stop, c0=c0, c1=c1: product_rows(indptr, indices, X.data, W,
+                                                                     out, start, stop, c0, c1),
                       X.shape[0], threads)
     return out

@@ -65,11 +65,17 @@ def test_bad_seed(seed):
 # --------------------------------------------------------------------------- ranks
 
 
-@pytest.fixture(params=["linear", "sorted"])
+@pytest.fixture(params=["linear", "sorted", "vectorised", "vectorised in chunks"])
 def kernel_path(request, monkeypatch):
-    """Both counting paths of the rank kernel (chosen by the number of targets of a row)."""
+    """Every counting path: the compiled kernel's two (chosen by the number of targets of a
+    row) and NumPy's vectorised comparisons of a small batch, whole and a few held-out items
+    at a time."""
+    vectorised = request.param.startswith("vectorised")
+    monkeypatch.setattr(ranks_module, "_KERNEL_MIN_PAIRS", 2**62 if vectorised else 0)
     monkeypatch.setattr(ranks_module, "_LINEAR_MAX_TARGETS", 10**9 if request.param == "linear"
                         else 0)
+    if request.param == "vectorised in chunks":
+        monkeypatch.setattr(ranks_module, "_HOST_CHUNK_ELEMENTS", 100)
     return request.param
 
 

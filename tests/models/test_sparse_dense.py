@@ -6,7 +6,16 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from linrec.models import _sparse_dense
 from linrec.models._sparse_dense import sparse_dense_product
+
+
+@pytest.fixture(autouse=True, params=["kernel", "scipy"])
+def path(request, monkeypatch):
+    """The compiled kernel (forced at any size) and scipy's product below its threshold."""
+    if request.param == "kernel":
+        monkeypatch.setattr(_sparse_dense, "KERNEL_MIN_MULTIPLY_ADDS", 0)
+    return request.param
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
