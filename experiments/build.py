@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -311,8 +312,6 @@ CH4_LOSSES = {
 
 
 def mean_std(values: Sequence[float]) -> str:
-    import statistics
-
     if len(values) == 1:
         return number(values[0])
     return f"{statistics.fmean(values):.5f} ± {statistics.stdev(values):.5f}"
@@ -388,6 +387,60 @@ def pruning(context: Context) -> str:
 CH3_SEEDED = ("ials", "mf_ccl")
 
 
+#: chapter 4's directions on Gowalla: (baseline loss, compared loss, question)
+CH4_DIRECTIONS = (
+    ("mse", "debiased_mse", "Does debiasing MSE raise MF's test Recall@20 on Gowalla?"),
+    ("ccl", "debiased_ccl", "Does debiasing CCL raise MF's test Recall@20 on Gowalla?"),
+    ("infonce", "debiased_infonce",
+     "Does debiasing InfoNCE raise MF's test Recall@20 on Gowalla?"),
+    ("infonce", "mine", "Does MINE beat InfoNCE in MF's test Recall@20 on Gowalla?"),
+)
+#: seeds a side before a gap is called a direction
+DIRECTION_SEEDS = 3
+
+
+def ch4_directions(context: Context) -> list[list[str]]:
+    """A findings row per chapter-4 direction whose two losses both have records (Table 12's
+    settings, `ch4/<loss>`): the gap of the seed means with the relative change, beside Table
+    12's; the seeds' spread; Welch's t over seeds. Called a direction only with
+    DIRECTION_SEEDS seeds a side and p < 0.05; otherwise "not shown"."""
+    from scipy import stats
+
+    rows = []
+    published = context.published.get("table12_gowalla", {})
+    for base, other, question in CH4_DIRECTIONS:
+        groups = [list(under(context.records, f"ch4/{loss}").values()) for loss in (base, other)]
+        if not all(groups):
+            continue
+        a, b = ([metric(r, "test", "recall@20") for r in group] for group in groups)
+        gap = statistics.fmean(b) - statistics.fmean(a)
+        effect = f"{signed(gap)} Recall@20 ({gap / statistics.fmean(a):+.1%})"
+        if base in published and other in published:
+            shown = published[other]["recall20"] - published[base]["recall20"]
+            effect += f"; Table 12: {signed(shown)} ({shown / published[base]['recall20']:+.1%})"
+        if len(a) > 1 and len(b) > 1:
+            spread = f"std {statistics.stdev(a):.5f} / {statistics.stdev(b):.5f}"
+            p = stats.ttest_ind(b, a, equal_var=False).pvalue
+            test = f"Welch t over seeds {p_value(p)}"
+        else:
+            spread, p, test = "one seed on a side: no spread", None, "–"
+        if min(len(a), len(b)) < DIRECTION_SEEDS:
+            answer = f"not shown: {min(len(a), len(b))} seed(s) on a side, " \
+                     f"{DIRECTION_SEEDS} needed"
+        elif p >= 0.05:
+            answer = "not shown: the gap lies within the seeds' spread"
+        else:
+            answer = "yes" if gap > 0 else "no: it lowers it"
+        rows.append([question, answer, effect, spread, f"{len(a)} and {len(b)}", test,
+                     "[table](#chapter-4-on-gowalla-table-12s-column)"])
+    return rows
+
+
+def unseeded(record: dict[str, Any]) -> dict[str, Any]:
+    """A record's model settings without its seed."""
+    return {k: v for k, v in record["config"]["model"].items() if k != "seed"}
+
+
 def seeds_of(context: Context, families: Sequence[str]) -> str:
     """The seeds behind a comparison of the selected settings of `families`: "deterministic
     fits", or how many seeds each seeded family's selected setting was run with."""
@@ -395,9 +448,9 @@ def seeds_of(context: Context, families: Sequence[str]) -> str:
     for family in families:
         if family in CH3_SEEDED:
             best = selected(ch3_group(context, family))
-            setting = {k: v for k, v in best[1]["config"]["model"].items() if k != "seed"}
+            setting = unseeded(best[1])
             seeds = {r.get("seed") for r in ch3_group(context, family).values()
-                     if {k: v for k, v in r["config"]["model"].items() if k != "seed"} == setting}
+                     if unseeded(r) == setting}
             seeded.append(f"{len(seeds)} seed{'s' if len(seeds) > 1 else ''} of "
                           f"{CH3_FAMILIES[family]}")
     return ", ".join(seeded) + " (the others deterministic)" if seeded else "deterministic fits"
@@ -442,6 +495,7 @@ def findings(context: Context) -> str:
             f"{len(ranked)} of {len(CH3_FAMILIES)} models recorded{separated}",
             f"{signed(r1 - r2)} Recall@20",
             spread, seeds_of(context, (f1, f2)), test, "[table](#chapter-3-on-real-data)"])
+    rows += ch4_directions(context)
     ease = selected(ch3_group(context, "ease"))
     published = context.published.get("gowalla", {}).get("ease")
     if ease and published:

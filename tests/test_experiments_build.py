@@ -203,3 +203,53 @@ def test_a_finding_over_a_seeded_model_says_how_many_seeds_stand_behind_it():
     text = build.findings(build.Context(records, {}))
     assert "MF-CCL (SimpleX's settings) (test Recall@20 0.3000)" in text
     assert "2 seeds of MF-CCL (SimpleX's settings) (the others deterministic)" in text
+
+
+def test_a_chapter_4_direction_needs_three_seeds_a_side_and_a_separated_gap():
+    """MSE against debiased MSE from ch4/ records: one seed a side is "not shown" whatever the
+    gap; three a side with the gap far outside the seeds' spread is a direction, with Welch's p
+    as the formula gives it; a gap inside the spread is "not shown"; Table 12's gap beside."""
+    import math
+
+    from scipy import special
+
+    build = _build_module()
+    template = next(r for name, r in build.load_records(ROOT / "experiments" / "records").items()
+                    if name.startswith("ch3/ease/"))
+
+    def records(mse, debiased):
+        found = {}
+        for loss, values in (("mse", mse), ("debiased_mse", debiased)):
+            for seed, value in enumerate(values):
+                record = json.loads(json.dumps(template))
+                record["splits"]["test"]["exact"]["recall@20"] = value
+                found[f"ch4/{loss}/seed={seed}"] = record
+        return found
+
+    published = {"table12_gowalla": {"mse": {"recall20": 0.1427, "ndcg20": 0.1},
+                                     "debiased_mse": {"recall20": 0.1498, "ndcg20": 0.1}}}
+
+    def row(mse, debiased):
+        rows = build.ch4_directions(build.Context(records(mse, debiased), published))
+        assert len(rows) == 1 and rows[0][0].startswith("Does debiasing MSE")
+        return rows[0]
+
+    one = row([0.138], [0.150])
+    assert one[1] == "not shown: 1 seed(s) on a side, 3 needed"
+    assert one[2] == "+0.0120 Recall@20 (+8.7%); Table 12: +0.0071 (+5.0%)"
+    assert one[3:6] == ["one seed on a side: no spread", "1 and 1", "–"]
+
+    a, b = [0.1380, 0.1382, 0.1378], [0.1340, 0.1343, 0.1338]
+    separated = row(a, b)
+    assert separated[1] == "no: it lowers it"
+    # Welch's t and its Satterthwaite degrees of freedom, written out
+    va, vb = (sum((x - sum(v) / 3) ** 2 for x in v) / 2 / 3 for v in (a, b))
+    t = (sum(b) / 3 - sum(a) / 3) / math.sqrt(va + vb)
+    dof = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 2)
+    p = 2 * special.stdtr(dof, -abs(t))
+    assert separated[5] == f"Welch t over seeds {build.p_value(p)}"
+    assert separated[3] == "std 0.00020 / 0.00025" and separated[4] == "3 and 3"
+
+    within = row([0.1380, 0.1390, 0.1370], [0.1385, 0.1372, 0.1391])
+    assert within[1] == "not shown: the gap lies within the seeds' spread"
+    assert build.ch4_directions(build.Context(records([0.138], []), published)) == []
