@@ -1,6 +1,6 @@
 """The mutation-testing report of linrec's numerical core, from a finished `mutmut run`.
 
-    mutmut run                                  # in the checkout: every mutant of the core
+    OMP_NUM_THREADS=1 mutmut run                # in the checkout: every mutant of the core
     python experiments/mutation_report.py       # -> experiments/mutation/REPORT.md
 
 The core is `[tool.mutmut] only_mutate` of pyproject.toml. mutmut leaves each file's verdicts in
@@ -33,7 +33,7 @@ except ModuleNotFoundError:  # Python 3.10
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "mutation" / "REPORT.md"
 EQUIVALENT = ROOT / "experiments" / "mutation" / "equivalent.toml"
-COMMAND = "mutmut run && python experiments/mutation_report.py"
+COMMAND = "OMP_NUM_THREADS=1 mutmut run && python experiments/mutation_report.py"
 #: mutmut's statuses that count as killed: a timeout is the CPU-time limit stopping a mutant
 #: that loops, so the tests caught it
 KILLED = {"killed", "timeout", "caught by type check"}
