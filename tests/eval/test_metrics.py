@@ -12,6 +12,7 @@ import pytest
 from linrec.errors import ConfigError, DataError
 from linrec.eval.metrics import (
     EXACT_METRICS,
+    curve,
     exact_metrics,
     parse_metric_key,
     resolve_selection,
@@ -245,3 +246,39 @@ def test_the_selection_k_is_lowered_to_a_smaller_catalogue():
     assert resolve_selection("auc", 3) == "auc"
     with pytest.raises(ConfigError, match=r"^eval\.selection='ndcg@0'"):
         resolve_selection("ndcg@0", 10)
+
+
+def test_auc_of_no_user_is_nan_and_the_result_counts_each_users_targets():
+    """Every user's non-fold-in items are all targets: no AUC anywhere, so its mean is NaN (not
+    an error, not 0); the result keeps each user's number of held-out items."""
+    table = RankTable(rows=np.array([0, 0, 1]), users=np.array([4, 4, 7]),
+                      items=np.array([0, 1, 2], np.int32), ranks=np.array([1, 1, 1]),
+                      n_candidates=np.array([1, 1, 1]), n_items=6)
+    result = exact_metrics(table, [1], ["auc", "recall"])
+    assert np.isnan(result.means["auc"]) and np.all(np.isnan(result.per_user["auc"]))
+    assert result.means["recall@1"] == pytest.approx((1 / 2 + 1) / 2)
+    np.testing.assert_array_equal(result.n_targets, [2, 1])
+    np.testing.assert_array_equal(result.users, [4, 7])
+
+
+@pytest.mark.parametrize("metric", ["recall", "hr", "ndcg", "ap", "precision"])
+def test_a_curve_past_the_catalogue_keeps_its_last_value(metric):
+    """T@K for K up to twice the catalogue, written out from T@K = sum over R <= min(K, N) of
+    P(R) w(R) (precision: divided by K): past N nothing is added. An empty distribution gives
+    zeros; k_max = 0 is refused."""
+    p = np.array([0.5, -0.1, 0.4, 0.2])  # N = 4; linear estimators may give negative entries
+    gain = {"recall": lambda r: 1.0, "hr": lambda r: 1.0, "precision": lambda r: 1.0,
+            "ndcg": lambda r: 1.0 / np.log2(r + 1.0), "ap": lambda r: 1.0 / r}[metric]
+    expected = []
+    for k in range(1, 9):
+        value = sum(p[r - 1] * gain(r) for r in range(1, min(k, 4) + 1))
+        expected.append(value / k if metric == "precision" else value)
+    np.testing.assert_allclose(curve(p, metric, 8), expected, rtol=1e-12)
+    # computed in float64 whatever the input's precision
+    narrow = p.astype(np.float32)
+    wide = [sum(float(narrow[r - 1]) * gain(r) for r in range(1, min(k, 4) + 1))
+            / (k if metric == "precision" else 1) for k in range(1, 9)]
+    np.testing.assert_allclose(curve(narrow, metric, 8), wide, rtol=1e-14)
+    np.testing.assert_array_equal(curve(np.zeros(0), metric, 3), np.zeros(3))
+    with pytest.raises(ConfigError, match="k_max=0"):
+        curve(p, metric, 0)

@@ -261,3 +261,42 @@ def test_score_layouts_and_dtypes(layout):
     if layout == "float16":
         values = values.astype(np.float16).astype(np.float64)
     assert rank_dict(table) == brute_force_ranks(values, evalset, 3)
+
+
+def test_every_path_refuses_a_non_finite_first_row_and_keeps_the_table_types(kernel_path):
+    """Row 0 holding NaN or inf is refused as row 0 by every counting path; the batch's arrays
+    have their documented types (rows, ranks and candidate counts int64, items int32) whatever
+    the scores' dtype and layout (float16, a non-contiguous float32); duplicated or unsorted
+    CSR entries count once, as in their canonical form."""
+    evalset = make_evalset(6, 25, seed=8, min_targets=2)
+    keys = BatchKeys(3, evalset.users, 25)
+    for bad in (np.nan, np.inf):
+        scores = np.zeros((6, 25))
+        scores[0, 7] = bad
+        with pytest.raises(DataError, match="batch row 0 "):
+            batch_global_ranks(scores, evalset.foldin, evalset.targets, keys)
+    rng = np.random.default_rng(8)
+    base = np.round(rng.normal(size=(6, 25)), 1)
+    expected = brute_force_ranks(base.astype(np.float16).astype(np.float32), evalset, 3)
+    for scores in (base.astype(np.float16), np.asfortranarray(base.astype(np.float32)),
+                   base.astype(np.float32)):
+        if scores.dtype == np.float32:
+            expected = brute_force_ranks(scores, evalset, 3)
+        batch = batch_global_ranks(scores.copy(), evalset.foldin, evalset.targets, keys)
+        assert rank_dict(batch) == expected
+        assert (batch.rows.dtype, batch.ranks.dtype, batch.n_candidates.dtype,
+                batch.items.dtype) == (np.int64, np.int64, np.int64, np.int32)
+    # a float64 batch that is not C-contiguous keeps its precision: scores 1e-12 apart rank apart
+    close = np.asfortranarray(np.ones((6, 25)) + np.arange(25) * 1e-12)
+    expected = brute_force_ranks(np.ascontiguousarray(close), evalset, 3)
+    batch = batch_global_ranks(close.copy(order="F"), evalset.foldin, evalset.targets, keys)
+    assert rank_dict(batch) == expected
+    t = evalset.targets  # each row's targets stored twice: reversed, then in order
+    indices = np.concatenate([np.r_[t.indices[a:b][::-1], t.indices[a:b]]
+                              for a, b in zip(t.indptr[:-1], t.indptr[1:], strict=True)])
+    twice = sp.csr_matrix((np.ones(len(indices), np.float32), indices, 2 * t.indptr),
+                          shape=t.shape)
+    assert not twice.has_canonical_format
+    scores = base.astype(np.float32)
+    batch = batch_global_ranks(scores.copy(), evalset.foldin, twice, keys)
+    assert rank_dict(batch) == brute_force_ranks(scores, evalset, 3)

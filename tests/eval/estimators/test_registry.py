@@ -115,3 +115,84 @@ def test_repeats_take_the_scheme_and_a_single_sample(global_ranks):
     with pytest.raises(ConfigError, match="estimator 'mle' needs one common sample_size"):
         estimate_repeats("mle", [(ranks, np.r_[np.full(25, 50), np.full(len(ranks) - 25, 60)])],
                          n_items=N_ITEMS)
+
+
+# --------------------------------------------------------------------------- built at import
+# The registry builds its entries when linrec is imported; built again here, at test time, the
+# same factories must give the same estimators (and mutation testing reaches them).
+
+
+def _same_result(a, b) -> None:
+    import dataclasses
+
+    for f in dataclasses.fields(a):
+        np.testing.assert_equal(getattr(a, f.name), getattr(b, f.name), err_msg=f.name)
+
+
+@pytest.mark.parametrize("base", ["bv", "mn"])
+@pytest.mark.parametrize("source", ["uniform", "mle", "mes"])
+def test_a_runner_built_now_is_the_registered_estimator(base, source):
+    """BV and MN with each prior source: a runner built now has the registered one's signature
+    and gives its result (estimate, prior, settings, solver) with its defaults and with other
+    options; with a uniform prior, BV's estimate is the closed form with P(R) = 1/N written
+    out; a gamma outside (0, 1] is refused."""
+    import inspect
+
+    from linrec.eval.estimators import bv, mn
+    from linrec.eval.estimators._context import EstimatorInput
+    from linrec.eval.estimators.registry import ESTIMATORS
+
+    module = {"bv": bv, "mn": mn}[base]
+    name = base if source == "uniform" else f"{base}_{source}"
+    registered = ESTIMATORS.entry(name).runner
+    built = module.runner(source)
+    assert inspect.signature(built) == inspect.signature(registered)
+    _, sampled = draw(120, 10, 400, seed=5)
+
+    def run(runner, **options):
+        return runner(EstimatorInput(name, sampled, 120, 10, "binomial"), **options)
+
+    other = {"gamma": 0.3} if base == "bv" else {"variance_weight": "prior"}
+    option_sets = [{}, other]
+    if source != "uniform":  # the prior's own settings, and a prior pooled over other runs
+        prior_params = {"n_iter": 7} if source == "mle" else {"entropy_weight": 0.05}
+        runs = [draw(120, 10, 300, seed=s)[1] for s in (6, 7)]
+        option_sets += [{"prior_params": prior_params},
+                        {"prior": "pooled", "prior_runs": runs, "prior_params": prior_params}]
+    for options in option_sets:
+        _same_result(run(built, **options), run(registered, **options))
+    if source != "uniform":  # the prior's settings reach it
+        assert not np.array_equal(run(built, **option_sets[2]).p_hat, run(built).p_hat)
+    if base == "bv":
+        with pytest.raises(ConfigError, match="gamma"):
+            run(built, gamma=1.5)
+    if base == "bv" and source == "uniform":
+        inputs = EstimatorInput(name, sampled, 120, 10, "binomial")
+        p_hat, _ = bv.bv(inputs.cond, inputs.histogram, np.full(120, 1 / 120), 0.01)
+        np.testing.assert_allclose(run(built).p_hat, p_hat, rtol=1e-12, atol=1e-15)
+
+
+def test_a_spec_built_now_reads_its_parameters_from_its_runner():
+    """An EstimatorSpec (a plugin's, or a prior variant) takes its parameters from its runner's
+    keyword arguments after the inputs (one for a fixed sample size, five for per-target
+    sizes) and refuses others by name; a prior variant is named <base>_<source>."""
+    from linrec.eval.estimators import bv
+    from linrec.eval.estimators.registry import ESTIMATORS, EstimatorSpec, _with_prior
+
+    def fixed(run, *, alpha=1.0, beta="x"):
+        return None
+
+    def per_target(name, ranks, n_items, sizes, scheme, *, gamma=0.1):
+        return None
+
+    assert EstimatorSpec("custom", fixed).params == ("alpha", "beta")
+    assert EstimatorSpec("custom", per_target, per_target_sizes=True).params == ("gamma",)
+    with pytest.raises(ConfigError, match=r"estimator 'custom' has no parameter\(s\) "
+                                          r"\['gamma'\]; allowed: \['alpha', 'beta'\]"):
+        EstimatorSpec("custom", fixed).check_params({"gamma": 1, "alpha": 2})
+    with pytest.raises(ConfigError, match="allowed: none"):
+        EstimatorSpec("bare", lambda run: None).check_params({"x": 1})
+    variant = _with_prior("bv", "mle", bv.runner("mle"))
+    registered = ESTIMATORS.entry("bv_mle")
+    assert (variant.name, variant.prior_from, variant.base, variant.params,
+            variant.per_target_sizes) == ("bv_mle", "mle", "bv", registered.params, False)
