@@ -15,6 +15,7 @@ from linrec.eval.metrics import (
     curve,
     exact_metrics,
     parse_metric_key,
+    rank_gain,
     resolve_selection,
     target_positions,
 )
@@ -282,3 +283,16 @@ def test_a_curve_past_the_catalogue_keeps_its_last_value(metric):
     np.testing.assert_array_equal(curve(np.zeros(0), metric, 3), np.zeros(3))
     with pytest.raises(ConfigError, match="k_max=0"):
         curve(p, metric, 0)
+
+
+@pytest.mark.parametrize("metric", ["recall", "ndcg", "ap", "precision"])
+def test_rank_gains_are_float64_whatever_the_ranks_dtype(metric):
+    """w(R) of float32 or int32 ranks is the float64 gain of the same ranks: 1, 1/log2(R+1),
+    1/R written out here in float64."""
+    ranks = np.array([1, 2, 3, 7, 1000], dtype=np.float64)
+    expected = {"recall": np.ones(5), "precision": np.ones(5),
+                "ndcg": 1.0 / np.log2(ranks + 1.0), "ap": 1.0 / ranks}[metric]
+    for dtype in (np.float32, np.int32):
+        got = rank_gain(metric, ranks.astype(dtype))
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, expected)

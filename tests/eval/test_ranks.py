@@ -16,6 +16,7 @@ from linrec.eval.ranks import (
     batch_global_ranks,
     global_ranks,
     score_batches,
+    table_from_batch,
     tie_break_keys,
     tie_break_keys_at,
 )
@@ -300,3 +301,52 @@ def test_every_path_refuses_a_non_finite_first_row_and_keeps_the_table_types(ker
     scores = base.astype(np.float32)
     batch = batch_global_ranks(scores.copy(), evalset.foldin, twice, keys)
     assert rank_dict(batch) == brute_force_ranks(scores, evalset, 3)
+
+
+def test_the_batch_loop_adds_its_times_and_passes_its_settings_on(monkeypatch):
+    """On a clock that ticks once per reading, the loop adds one tick of scoring per batch (and
+    one for the call that finds no batch left) and one of ranking per batch to the caller's
+    dict; the batch size and the memory budget reach the scoring; the table keeps the catalogue
+    size; a model's wrong shape is named with its class."""
+    from linrec.errors import MemoryBudgetError
+    from linrec.eval.ranks import ranked_batches
+
+    class Clock:
+        now = 0.0
+
+        def perf_counter(self):
+            self.now += 1.0
+            return self.now
+
+    evalset = make_evalset(7, 20, seed=9, min_targets=1)
+    seen = []
+
+    class Recording(LinearScores):
+        def score(self, foldin, users=None):
+            seen.append(foldin.shape[0])
+            return super().score(foldin, users)
+
+    monkeypatch.setattr(ranks_module, "time", Clock())
+    timings = {"score": 10.0, "rank": 20.0}
+    batches = list(ranked_batches(Recording(20), evalset, seed=0, users_known=False,
+                                  batch_size=2, timings=timings))
+    assert seen == [2, 2, 2, 1] and len(batches) == 4
+    assert timings == {"score": 10.0 + 5, "rank": 20.0 + 4}
+    assert all(b.scores is not None for b in batches)  # host scores by default
+    assert table_from_batch(batches[0], evalset.users, 20).n_items == 20
+    fresh: dict[str, float] = {}
+    list(ranked_batches(LinearScores(20), evalset, seed=0, users_known=False, batch_size=7,
+                        timings=fresh))
+    assert fresh == {"score": 2.0, "rank": 1.0}
+    table = global_ranks(Recording(20), evalset, seed=0, users_known=False, batch_size=3)
+    assert seen[4:] == [3, 3, 1] and table.n_items == 20
+    with pytest.raises(MemoryBudgetError, match="memory_budget_mb"):
+        global_ranks(LinearScores(20), evalset, seed=0, users_known=False,
+                     memory_budget_mb=1e-6)
+
+    class WrongShape(LinearScores):
+        def score(self, foldin, users=None):
+            return np.zeros((foldin.shape[0], 3))
+
+    with pytest.raises(DataError, match="WrongShape"):
+        global_ranks(WrongShape(20), evalset, seed=0, users_known=False)
