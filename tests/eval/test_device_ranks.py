@@ -153,3 +153,37 @@ def test_mf_serves_device_scores_only_from_a_gpu(device):
         users = np.arange(30)
         np.testing.assert_array_equal(model.score_tensor(train, users).cpu().numpy(),
                                       model.score(train, users))
+
+
+def test_the_device_path_passes_its_users_sizes_and_precision_on():
+    """A device scorer that needs the users gets them on the device path; with the default
+    host_scores its batches come back as float32 host arrays (a float16 device batch widened),
+    sized by the memory budget; off a GPU a batch holds 512 MiB of 8-byte cells, whatever the
+    fraction."""
+    from linrec.hardware import batch_size_for
+
+    evalset = make_evalset(30, 50, seed=6, min_targets=1)
+
+    class NeedsUsers(OnDevice):
+        def score_tensor(self, foldin, users=None):
+            assert users is not None, "the users were not passed on"
+            return super().score_tensor(foldin, users).to(torch.float16)
+
+    host = list(ranked_batches(LinearScores(50), evalset, seed=0, users_known=True,
+                               batch_size=30))
+    model = NeedsUsers(LinearScores(50), "cpu")
+    on_device = list(ranked_batches(model, evalset, seed=0, users_known=True,
+                                    host_scores=False, batch_size=30))
+    assert len(on_device) == 1 and on_device[0].scores is None
+    budget = 0.004
+    copies = list(ranked_batches(model, evalset, seed=0, users_known=True,
+                                 memory_budget_mb=budget))
+    rows = batch_size_for(50, budget)
+    assert 1 < rows < 30 and len(copies) == -(-30 // rows)
+    assert all(b.scores is not None and b.scores.dtype == np.float32 for b in copies)
+    # float16 device scores tie more than the host's float64: compare with the same scores
+    assert len(host) == 1 and len(rank_dict(on_device[0].ranks)) == len(rank_dict(host[0].ranks))
+    for n_items in (1, 1000):
+        for fraction in (0.25, 0.5):
+            assert device_batch_rows(torch.device("cpu"), n_items, fraction) == \
+                512 * 2**20 // (8 * n_items)

@@ -334,6 +334,10 @@ def test_the_batch_loop_adds_its_times_and_passes_its_settings_on(monkeypatch):
     assert timings == {"score": 10.0 + 5, "rank": 20.0 + 4}
     assert all(b.scores is not None for b in batches)  # host scores by default
     assert table_from_batch(batches[0], evalset.users, 20).n_items == 20
+    empty = RankTable.concat([], 20)  # no batch: empty arrays of the table's own types
+    assert [getattr(empty, name).dtype for name in
+            ("rows", "users", "items", "ranks", "n_candidates")] == [
+        np.int64, np.int64, np.int32, np.int64, np.int64]
     fresh: dict[str, float] = {}
     list(ranked_batches(LinearScores(20), evalset, seed=0, users_known=False, batch_size=7,
                         timings=fresh))
