@@ -100,3 +100,43 @@ def test_binomial_pmf_used_by_estimators_matches_scipy():
     # the estimators see P(r|R) only through conditional_operator; spot-check one row
     row = conditional_operator(400, 20)[123]
     np.testing.assert_allclose(row, stats.binom.pmf(np.arange(20), 19, 123 / 399), rtol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.float64])
+def test_log_pmf_is_scipys_law_pair_by_pair(dtype):
+    """log P(r | R) itself, not renormalised: its exponent equals scipy's binomial (the
+    default scheme) and hypergeometric pmf for every (R, r), impossible pairs 0, whatever the
+    integer or float dtype the ranks come in."""
+    from linrec.eval.conditional import log_pmf
+
+    n_items, sample_size = 40, 8
+    big_r = np.arange(1, n_items + 1)[:, None]
+    r = np.arange(1, sample_size + 1)[None, :]
+    binomial = stats.binom.pmf(r - 1, sample_size - 1, (big_r - 1) / (n_items - 1))
+    hyper = stats.hypergeom.pmf(r - 1, n_items - 1, big_r - 1, sample_size - 1)
+    got = np.exp(log_pmf(big_r.astype(dtype), r.astype(dtype), n_items, sample_size))
+    np.testing.assert_allclose(got, binomial, rtol=1e-12, atol=1e-300)
+    got = np.exp(log_pmf(big_r.astype(dtype), r.astype(dtype), n_items, sample_size,
+                         "hypergeometric"))
+    np.testing.assert_allclose(got, hyper, rtol=1e-12, atol=1e-300)
+    # impossible pairs (the top item sampled below rank 1, the last item above rank n) are
+    # below -1e299 in log space, not a small probability
+    impossible = log_pmf(big_r.astype(dtype), r.astype(dtype), n_items, sample_size)[binomial == 0]
+    assert impossible.size and np.all(impossible <= -1e299)
+
+
+def test_the_dense_law_refuses_more_than_its_memory_limit_and_a_tail_outside_0_1(monkeypatch):
+    """conditional_matrix builds a law of exactly DENSE_BYTES_LIMIT bytes (8 per entry) and
+    refuses one byte less of limit; band_half_width takes a tail mass strictly between 0 and
+    1."""
+    import linrec.eval.conditional as conditional
+
+    monkeypatch.setattr(conditional, "DENSE_BYTES_LIMIT", 8 * 30 * 6)
+    assert conditional.conditional_matrix(30, 6).shape == (30, 6)
+    monkeypatch.setattr(conditional, "DENSE_BYTES_LIMIT", 8 * 30 * 6 - 1)
+    with pytest.raises(MemoryBudgetError):
+        conditional.conditional_matrix(30, 6)
+    for tail in (0.0, 1.0, 1.5, -0.1):
+        with pytest.raises(ConfigError):
+            band_half_width(20, tail)
+    assert band_half_width(20, 0.999) >= 0
