@@ -140,3 +140,57 @@ def test_the_dense_law_refuses_more_than_its_memory_limit_and_a_tail_outside_0_1
         with pytest.raises(ConfigError):
             band_half_width(20, tail)
     assert band_half_width(20, 0.999) >= 0
+
+
+@pytest.mark.parametrize("n_items, sample_size, tail", [(500, 100, 1e-15), (97, 40, 1e-6),
+                                                         (1000, 7, 1e-15)])
+def test_each_band_row_is_the_window_around_its_mean(n_items, sample_size, tail):
+    """Row R of the band stores exactly the sampled ranks of the window of width
+    w = min(n, 2h + 1), h = ceil(sqrt((n − 1) ln(2/δ) / 2)) (Hoeffding), centred on the nearest
+    rank to the mean 1 + (n − 1)(R − 1)/(N − 1) and moved inside [1, n]; its values are scipy's
+    law renormalised over that window; the array has the law's shape."""
+    band = conditional_band(n_items, sample_size, "binomial", tail)
+    half = int(np.ceil(np.sqrt((sample_size - 1) * np.log(2 / tail) / 2)))
+    assert band_half_width(sample_size, tail) == half
+    width = min(sample_size, 2 * half + 1)
+    assert band.shape == (n_items, sample_size)
+    for big_r in range(1, n_items + 1):
+        mean = 1 + (sample_size - 1) * (big_r - 1) / (n_items - 1)
+        first = min(max(int(np.rint(mean)) - (width - 1) // 2, 1), sample_size - width + 1)
+        columns = np.arange(first, first + width)
+        row = band[[big_r - 1]]
+        np.testing.assert_array_equal(row.indices + 1, columns)
+        law = stats.binom.pmf(columns - 1, sample_size - 1, (big_r - 1) / (n_items - 1))
+        np.testing.assert_allclose(row.data, law / law.sum(), rtol=1e-9, atol=1e-300)
+
+
+def test_the_operator_is_banded_exactly_when_large_and_the_band_is_narrow(monkeypatch):
+    """Unforced, the operator is the band when N·n exceeds BAND_ABOVE_ENTRIES and the window
+    2h + 1 at tail 1e-15, h = ceil(sqrt((n − 1) ln(2e15) / 2)), is under three quarters of n;
+    the dense law otherwise: at N·n equal to the threshold, and for n = 129 and 132 (windows of
+    97 and 99, against 96.75 and exactly 99), where n = 130 and 133 are banded."""
+    import scipy.sparse as sp
+
+    import linrec.eval.conditional as conditional
+    from linrec.eval.conditional import conditional_operator
+
+    def narrow(size: int) -> bool:
+        return 2 * int(np.ceil(np.sqrt((size - 1) * np.log(2e15) / 2))) + 1 < 0.75 * size
+
+    assert [narrow(n) for n in (129, 130, 132, 133, 400)] == [False, True, False, True, True]
+    monkeypatch.setattr(conditional, "BAND_ABOVE_ENTRIES", 1000 * 400)
+    assert not sp.issparse(conditional_operator(1000, 400))  # at the threshold: dense
+    assert sp.issparse(conditional_operator(1001, 400))
+    monkeypatch.setattr(conditional, "BAND_ABOVE_ENTRIES", 0)
+    for size in (129, 130, 132, 133):
+        assert sp.issparse(conditional_operator(300, size)) == narrow(size), size
+
+
+def test_a_sample_of_one_item_is_always_ranked_first():
+    """n = 1 (the target alone): P(r = 1 | R) = 1 for every R, dense and banded; the band has
+    no half-width."""
+    assert band_half_width(1, 1e-15) == 0
+    np.testing.assert_array_equal(conditional_matrix(12, 1), np.ones((12, 1)))
+    band = conditional_band(12, 1)
+    assert band.shape == (12, 1)
+    np.testing.assert_array_equal(band.toarray(), np.ones((12, 1)))
