@@ -35,8 +35,8 @@ OUT = ROOT / "experiments" / "mutation" / "REPORT.md"
 EQUIVALENT = ROOT / "experiments" / "mutation" / "equivalent.toml"
 COMMAND = "OMP_NUM_THREADS=1 mutmut run && python experiments/mutation_report.py"
 #: mutmut's statuses that count as killed: a timeout is the CPU-time limit stopping a mutant
-#: that loops, so the tests caught it
-KILLED = {"killed", "timeout", "caught by type check"}
+#: that loops, a segfault the test process dying on it; either way its tests did not pass
+KILLED = {"killed", "timeout", "segfault", "caught by type check"}
 
 
 def verdict(exit_code: int | None) -> str:
@@ -201,7 +201,7 @@ def build(mutants: list[Mutant], reasons: dict[str, dict[str, str]],
         f"{tool}, core sources {core_hash()}.",
         "",
         "A mutant is *killed* when a test fails on it (a CPU-time timeout counts: the mutant "
-        "looped). A survivor is *equivalent* (the reason below says why it computes the same "
+        "looped; so does a test process that crashed on it). A survivor is *equivalent* (the reason below says why it computes the same "
         "numbers on every input the code can receive), *message only* (every line it changes "
         "lies in a `raise` statement: the text of an error, not a number), or *unexplained*: "
         "a gap in the tests. *Not checked*: the run stopped before the mutant. The score is "
