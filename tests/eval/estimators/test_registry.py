@@ -196,3 +196,30 @@ def test_a_spec_built_now_reads_its_parameters_from_its_runner():
     registered = ESTIMATORS.entry("bv_mle")
     assert (variant.name, variant.prior_from, variant.base, variant.params,
             variant.per_target_sizes) == ("bv_mle", "mle", "bv", registered.params, False)
+
+
+def test_estimate_names_each_bad_argument_and_accepts_the_smallest_good_ones():
+    """The scheme and the catalogue size are checked by name (N = 2 is the smallest catalogue);
+    per-target sample sizes must be whole numbers >= 1 (1 allowed, 0 and 1.5 refused by name)
+    and reach the estimator as integers; mixed sizes for a fixed-size estimator name it."""
+    from linrec.eval.estimators._context import EstimatorInput
+
+    _, sampled = draw(50, 10, 100, seed=2)
+    with pytest.raises(ConfigError, match="scheme='bogus'"):
+        estimate("mle", sampled, n_items=50, sample_size=10, scheme="bogus")
+    for name in ("mle", "naive", "unbiased_rank"):
+        with pytest.raises(ConfigError, match="n_items=1 "):
+            estimate(name, np.ones(5, np.int64), n_items=1, sample_size=1)
+    assert estimate("mle", np.ones(5, np.int64), n_items=2, sample_size=1).p_hat.shape == (2,)
+    ranks = np.ones(4, np.int64)
+    result = estimate("adaptive_mle", ranks, n_items=50, sample_size=np.array([1, 1, 2, 3]))
+    assert result.sample_size.dtype == np.int64
+    for sizes in (np.array([0, 1, 2, 3]), np.array([1.5, 2, 2, 2])):
+        with pytest.raises(ConfigError, match="sample_size must hold integers >= 1"):
+            estimate("adaptive_mle", ranks, n_items=50, sample_size=sizes)
+    with pytest.raises(ConfigError, match="bv"):
+        estimate("bv", ranks, n_items=50, sample_size=np.array([2, 2, 3, 3]))
+    # an estimate's distribution is float64 whatever its runner returns
+    run = EstimatorInput("x", ranks, 50, 3, "binomial")
+    for p_hat in ([0.5] * 50, np.full(50, 0.02, np.float32)):
+        assert run.result(p_hat).p_hat.dtype == np.float64
