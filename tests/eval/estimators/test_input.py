@@ -49,3 +49,25 @@ def test_selected_columns_of_the_law_default_to_binomial_and_check_their_ranks()
     for ranks in ([0, 3], [3, 11]):
         with pytest.raises(ConfigError, match=r"sampled ranks must lie in \[1, 10\]"):
             conditional_columns(40, 10, np.array(ranks))
+
+
+def test_sampled_ranks_may_be_whole_floats_and_anything_else_is_named():
+    """Ranks given as whole-number floats become the same int64 ranks; a fractional or
+    non-finite rank is refused naming the first such value; the ranks must be one non-empty
+    vector; a common sample size of 1 is allowed, a fractional one refused."""
+    from linrec.eval.estimators._input import check_sampled_ranks, common_sample_size
+
+    got = check_sampled_ranks(np.array([1.0, 3.0, 2.0]), 3)
+    assert got.dtype == np.int64 and got.tolist() == [1, 3, 2]
+    got = check_sampled_ranks(np.array([2, 1], dtype=np.int32), np.array([2.0, 2.0]))
+    assert got.dtype == np.int64 and got.tolist() == [2, 1]
+    for ranks, bad in (([1.0, 2.5, 3.7], "2.5"), ([1.0, np.nan, 2.5], "nan"),
+                       ([2.0, 1.0, np.inf], "inf")):
+        with pytest.raises(ConfigError, match=f"sampled rank {bad} is not an integer"):
+            check_sampled_ranks(np.array(ranks), 5)
+    for ranks in (np.array([[1, 2]]), np.array([], dtype=np.int64)):
+        with pytest.raises(ConfigError, match="non-empty 1-d"):
+            check_sampled_ranks(ranks, 5)
+    assert common_sample_size(1, "mle") == 1
+    with pytest.raises(ConfigError, match="sample_size=2.5 must be an integer"):
+        common_sample_size(2.5, "mle")
