@@ -219,3 +219,43 @@ def test_the_gram_of_a_cached_operator_is_computed_once_and_read_only():
     assert _unweighted_gram(other) is not gram
     writeable = cond.copy()
     assert _unweighted_gram(writeable) is not _unweighted_gram(writeable)
+
+
+def test_a_factorisable_system_below_machine_precision_falls_back_too():
+    """An SPD matrix with one eigenvalue 1e-16 of the others' 1: LAPACK's Bunch–Kaufman
+    factorises it (info 0), but its condition estimate is below the machine precision, so the
+    least-squares solution is taken; the band blocks a cached operator keeps are read-only."""
+    from scipy.linalg import lapack
+
+    from linrec.eval.conditional import conditional_operator
+    from linrec.eval.estimators._linalg import band_blocks
+
+    rng = np.random.default_rng(0)
+    q, _ = np.linalg.qr(rng.normal(size=(40, 40)))
+    matrix = (q * np.r_[np.ones(39), 1e-16]) @ q.T
+    matrix = (matrix + matrix.T) / 2
+    rhs = rng.normal(size=40)
+    info = lapack.dsysv(matrix, rhs[:, None], lwork=int(lapack.dsysv_lwork(40)[0]))[3]
+    assert info == 0
+    x, method = solve_symmetric(matrix, rhs)
+    assert method == "lstsq"
+    np.testing.assert_allclose(x, np.linalg.lstsq(matrix, rhs, rcond=None)[0], rtol=1e-6,
+                               atol=1e-9)
+    blocks = band_blocks(conditional_operator(3000, 500, banded=True))
+    assert blocks is not None and all(not block.flags.writeable for block in blocks.blocks)
+
+
+def test_weighted_gram_of_a_dense_law_is_the_product_written_out():
+    """AᵀWA of the dense P(r|R) for no weights, a uniform weight, positive weights with zeros
+    and weights of both signs, against the product written out in the test."""
+    from linrec.eval.estimators._linalg import weighted_gram
+
+    cond = conditional_matrix(60, 12)
+    rng = np.random.default_rng(4)
+    cases = [None, np.full(60, 2.5), np.where(rng.random(60) < 0.3, 0.0, rng.random(60)),
+             rng.normal(size=60)]
+    for weights in cases:
+        w = np.ones(60) if weights is None else weights
+        expected = cond.T @ (w[:, None] * cond)
+        np.testing.assert_allclose(weighted_gram(cond, weights), expected, rtol=1e-12,
+                                   atol=1e-15)
