@@ -442,3 +442,38 @@ def test_the_mes_dual_line_search_carries_a_hard_instance_to_the_optimum():
     assert np.ptp(grad) < 1e-7
     assert _mes_objective(pi, cond, hist, scale, eta) <= \
         _mes_objective(np.full(n_items, 1.0 / n_items), cond, hist, scale, eta)
+
+
+def test_the_em_start_is_a_positive_distribution_and_is_left_untouched():
+    """A given start is normalised in float64 (from integers or float32 too); a zero, negative,
+    infinite or NaN entry or a wrong length is refused; EM leaves the caller's start array as
+    it was; zero iterations return the start; a batch of histograms has each sample's own
+    log-likelihood trace from its first entry on."""
+    from linrec.errors import ConfigError
+    from linrec.eval.conditional import conditional_matrix
+    from linrec.eval.estimators.em import em_mixture, initial_distribution, mle
+
+    for start in (np.array([1, 2, 3, 4]), np.array([1, 2, 3, 4], np.float32),
+                  np.array([0.1, 0.2, 0.3, 0.4])):
+        got = initial_distribution(start, 4)
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, start.astype(np.float64) / start.astype(np.float64).sum(),
+                                   rtol=1e-15)
+    for bad in ([1.0, 0.0, 1.0, 1.0], [1.0, -1.0, 1.0, 1.0], [1.0, np.inf, 1.0, 1.0],
+                [1.0, np.nan, 1.0, 1.0], [1.0, 1.0, 1.0]):
+        with pytest.raises(ConfigError, match="positive finite array of length n_items=4"):
+            initial_distribution(np.array(bad), 4)
+    cond = conditional_matrix(30, 5)
+    hist = np.array([0.4, 0.3, 0.2, 0.1, 0.0])
+    start = np.linspace(1.0, 2.0, 30)
+    start /= start.sum()
+    kept = start.copy()
+    em_mixture(cond, hist, 20, start)
+    np.testing.assert_array_equal(start, kept)
+    p_hat, trace, iterations = mle(cond, hist, n_iter=0, init=start)
+    np.testing.assert_allclose(p_hat, start, rtol=1e-14)
+    assert iterations == 0 and len(trace) == 1
+    other = np.array([0.1, 0.1, 0.2, 0.3, 0.3])
+    _, batched, _ = mle(cond, np.stack([hist, other], axis=1), n_iter=5)
+    for column, h in enumerate((hist, other)):
+        np.testing.assert_allclose(batched[:, column], mle(cond, h, n_iter=5)[1], rtol=1e-13)
