@@ -477,3 +477,22 @@ def test_the_em_start_is_a_positive_distribution_and_is_left_untouched():
     _, batched, _ = mle(cond, np.stack([hist, other], axis=1), n_iter=5)
     for column, h in enumerate((hist, other)):
         np.testing.assert_allclose(batched[:, column], mle(cond, h, n_iter=5)[1], rtol=1e-13)
+
+
+@pytest.mark.parametrize("tol", [1e-3, 1e-4, 1e-5])
+def test_em_stops_at_the_first_step_whose_relative_gain_is_below_tol(tol):
+    """With tol, EM stops after the first iteration whose log-likelihood gain is below tol
+    times the new log-likelihood's magnitude, found here on the trace of a run without tol; the
+    two traces agree up to there."""
+    from linrec.eval.conditional import conditional_matrix
+    from linrec.eval.estimators.em import mle
+
+    rng = np.random.default_rng(2)
+    cond = conditional_matrix(80, 10)
+    hist = rng.dirichlet(np.ones(10))
+    _, full, _ = mle(cond, hist, n_iter=500)
+    gains = np.diff(full)
+    first = next(i for i in range(len(gains)) if gains[i] < tol * abs(full[i + 1]))
+    _, trace, iterations = mle(cond, hist, n_iter=500, tol=tol)
+    assert iterations == first + 1
+    np.testing.assert_allclose(trace, full[: first + 2], rtol=1e-13)
