@@ -175,13 +175,21 @@ def bash_commands(block: Block, variables: dict[str, str]) -> list[Command]:
     return commands
 
 
+def without_environment(words: list[str]) -> list[str]:
+    """The command's words after its leading `NAME=value` environment assignments."""
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words[0]):
+        words = words[1:]
+    return words
+
+
 def program_of(words: list[str]) -> str | None:
-    name = words[0].removeprefix(".venv/bin/")
+    words = without_environment(words)
+    name = words[0].removeprefix(".venv/bin/") if words else ""
     return name if name in PROGRAMS else None
 
 
 def not_run_reason(words: list[str]) -> str | None:
-    text = " ".join(words)
+    text = " ".join(without_environment(words))
     return next((why for start, why in NOT_RUN_HERE.items() if text.startswith(start)), None)
 
 
@@ -482,8 +490,11 @@ def run_page(blocks: list[Block], workdir: Path, env: dict[str, str], stand_ins:
                                         0 if reason else 1,
                                         "" if reason else "neither run nor in NOT_RUN_HERE"))
                 continue
+            words = without_environment(command.words)
+            command_env = dict(run_env, **dict(
+                w.partition("=")[::2] for w in command.words[:len(command.words) - len(words)]))
             try:
-                args = [shrink_token(w, stand_ins, workdir) for w in command.words[1:]]
+                args = [shrink_token(w, stand_ins, workdir) for w in words[1:]]
             except LookupError as exc:
                 outcomes.append(Outcome(where, command.shown, "", 1, str(exc)))
                 continue
@@ -496,7 +507,8 @@ def run_page(blocks: list[Block], workdir: Path, env: dict[str, str], stand_ins:
                 args.append(f"hydra.run.dir=outputs/run_{len(outcomes)}")
             started = time.time()
             proc = server.run(prelude + PROGRAMS[program], args, workdir,
-                              _with_srun(run_env, workdir) if slurm else run_env, timeout)
+                              _with_srun(command_env, workdir) if slurm else command_env,
+                              timeout)
             check_new_records(workdir, since=started)
             outcomes.append(Outcome(where, command.shown, shlex.join([program, *args]),
                                     proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:],
