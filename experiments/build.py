@@ -83,6 +83,11 @@ def seconds(value: float | None) -> str:
     return f"{value:.1f} s"
 
 
+def percent(value: float) -> str:
+    """A relative change with its sign, "+5.0%" or "−2.4%"."""
+    return f"{value:+.1%}".replace("-", "−")
+
+
 def signed(value: float, digits: int = 4) -> str:
     return f"{value:+.{digits}f}".replace("-", "−")
 
@@ -414,16 +419,18 @@ def ch4_directions(context: Context) -> list[list[str]]:
             continue
         a, b = ([metric(r, "test", "recall@20") for r in group] for group in groups)
         gap = statistics.fmean(b) - statistics.fmean(a)
-        effect = f"{signed(gap)} Recall@20 ({gap / statistics.fmean(a):+.1%})"
+        effect = f"{signed(gap)} Recall@20 ({percent(gap / statistics.fmean(a))})"
         if base in published and other in published:
-            shown = published[other]["recall20"] - published[base]["recall20"]
-            effect += f"; Table 12: {signed(shown)} ({shown / published[base]['recall20']:+.1%})"
+            reference = published[base]["recall20"]
+            shown = published[other]["recall20"] - reference
+            effect += f"; Table 12: {signed(shown)} ({percent(shown / reference)})"
+        spread = "std " + " / ".join(
+            f"{statistics.stdev(v):.5f}" if len(v) > 1 else "– (one seed)" for v in (a, b))
         if len(a) > 1 and len(b) > 1:
-            spread = f"std {statistics.stdev(a):.5f} / {statistics.stdev(b):.5f}"
             p = stats.ttest_ind(b, a, equal_var=False).pvalue
             test = f"Welch t over seeds {p_value(p)}"
         else:
-            spread, p, test = "one seed on a side: no spread", None, "–"
+            p, test = None, "–"
         if min(len(a), len(b)) < DIRECTION_SEEDS:
             answer = f"not shown: {min(len(a), len(b))} seed(s) on a side, " \
                      f"{DIRECTION_SEEDS} needed"

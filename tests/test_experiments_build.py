@@ -237,7 +237,11 @@ def test_a_chapter_4_direction_needs_three_seeds_a_side_and_a_separated_gap():
     one = row([0.138], [0.150])
     assert one[1] == "not shown: 1 seed(s) on a side, 3 needed"
     assert one[2] == "+0.0120 Recall@20 (+8.7%); Table 12: +0.0071 (+5.0%)"
-    assert one[3:6] == ["one seed on a side: no spread", "1 and 1", "–"]
+    assert one[3:6] == ["std – (one seed) / – (one seed)", "1 and 1", "–"]
+    lower = row([0.1380, 0.1382, 0.1378], [0.1340])
+    assert lower[1] == "not shown: 1 seed(s) on a side, 3 needed"
+    assert lower[2].startswith("−0.0040 Recall@20 (−2.9%)")
+    assert lower[3] == "std 0.00020 / – (one seed)"
 
     a, b = [0.1380, 0.1382, 0.1378], [0.1340, 0.1343, 0.1338]
     separated = row(a, b)
