@@ -496,3 +496,30 @@ def test_em_stops_at_the_first_step_whose_relative_gain_is_below_tol(tol):
     _, trace, iterations = mle(cond, hist, n_iter=500, tol=tol)
     assert iterations == first + 1
     np.testing.assert_allclose(trace, full[: first + 2], rtol=1e-13)
+
+
+@pytest.mark.parametrize("trace, fires", [
+    ([-20.0, -20.0 - 3e-9], True),      # a decrease above 1e-10 |final log-likelihood|
+    ([-20.0, -20.0 - 1e-9], False),     # and one below it
+    ([-1.0, -1.0 - 1.8e-10], True),     # below |ll| = 1 the bound is 1e-10 itself
+    ([-40.0, -20.0, -20.0 - 1e-9, -2.0], True),  # the bound scales with the final value only
+])
+def test_em_refuses_a_log_likelihood_that_decreases_beyond_rounding(monkeypatch, trace, fires):
+    """EM's log-likelihood never decreases (Li 2023, eqs. 28–33): a step that lowers it by more
+    than 1e-10 · max(1, |final log-likelihood|) raises, a smaller decrease (rounding) does
+    not. The steps here are scripted so that the trace is exactly the given one."""
+    import linrec.eval.estimators.em as em
+
+    scripted = iter(np.exp(trace[1:]))
+    monkeypatch.setattr(em, "_em_step_dense",
+                        lambda cond, pi, ratio: np.full((1, 1), next(scripted)))
+    cond = np.full((3, 1), np.exp(trace[0]))
+
+    def run():
+        return em.em_mixture(cond, np.array([1.0]), len(trace) - 1, np.full(3, 1 / 3))
+
+    if fires:
+        with pytest.raises(ArithmeticError, match="log-likelihood decreased"):
+            run()
+    else:
+        np.testing.assert_allclose(run()[1], trace, rtol=1e-15)
