@@ -523,3 +523,37 @@ def test_em_refuses_a_log_likelihood_that_decreases_beyond_rounding(monkeypatch,
             run()
     else:
         np.testing.assert_allclose(run()[1], trace, rtol=1e-15)
+
+
+@pytest.mark.parametrize("status, accepted", [("optimal", True), ("optimal_inaccurate", True),
+                                              ("infeasible", False), ("unbounded", False)])
+def test_mes_through_cvxpy_uses_the_asked_solver_and_refuses_a_failed_solve(
+        monkeypatch, status, accepted):
+    """The cvxpy path solves with the solver it was asked for; it accepts an optimal (or
+    optimal but inaccurate) status, refuses any other even with a value, and reports the
+    solver's iteration count, 0 when the solver gives none."""
+    import cvxpy as cp
+
+    from linrec.eval.conditional import conditional_matrix
+    from linrec.eval.estimators.em import mes
+
+    solve, asked = cp.Problem.solve, []
+
+    def solve_and_report(problem, *args, **kwargs):
+        asked.append(kwargs.get("solver"))
+        value = solve(problem, *args, **kwargs)
+        problem._status = status
+        problem._solver_stats.num_iters = None
+        return value
+
+    monkeypatch.setattr(cp.Problem, "solve", solve_and_report)
+    cond = conditional_matrix(40, 6)
+    hist = np.array([0.4, 0.3, 0.1, 0.1, 0.05, 0.05])
+    if accepted:
+        p_hat, iterations, solver = mes(cond, hist, 100.0, 0.01, solver="clarabel")
+        assert iterations == 0 and solver == f"cvxpy/CLARABEL ({status})"
+        assert abs(p_hat.sum() - 1) < 1e-12 and np.all(p_hat >= 0)
+    else:
+        with pytest.raises(ArithmeticError, match=f"finished with status {status}"):
+            mes(cond, hist, 100.0, 0.01, solver="clarabel")
+    assert asked == ["CLARABEL"]
