@@ -97,12 +97,21 @@ def test_preempted_and_cancelled_mf_jobs_continue_from_their_checkpoints(tmp_pat
                                capture_output=True, text=True).stdout.split()
         return state[:2] == ["PENDING", "BeginTime"]
 
-    # SLURM holds a requeued job for a while (its BeginTime); the test does not wait for it
+    def node_idle() -> bool:  # the old instances' steps all ended (not "comp", completing)
+        return subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True,
+                              text=True).stdout.split() == ["idle"]
+
+    # SLURM holds a requeued job for a while (its BeginTime); the test does not wait for it. It
+    # releases the job once the node is idle: an instance started while its predecessor's step
+    # is still being killed is itself killed ("job credential revoked") and recorded FAILED
     _wait_for(requeued, "the preempted job was not requeued", guard=120)
+    _wait_for(node_idle, "the cancelled jobs' steps never ended", guard=120)
     subprocess.run(["scontrol", "update", f"JobId={ids[0]}", "StartTime=now"], check=True)
     _, err = proc.communicate(timeout=900)
     assert proc.returncode == 2, err
-    requeued = json.loads((sweep / "model.lr=0.001" / "results.json").read_text())
+    result = sweep / "model.lr=0.001" / "results.json"
+    assert result.exists(), f"the requeued job left no results; the command said:\n{err}"
+    requeued = json.loads(result.read_text())
     assert requeued["training"]["resumed_from"] >= 2
     assert len(requeued["training"]["epochs"]) == 12
     failed = sweep / "model.lr=0.002" / "FAILED"
