@@ -203,9 +203,9 @@ def build(mutants: list[Mutant], reasons: dict[str, dict[str, str]],
         "A mutant is *killed* when a test fails on it (a CPU-time timeout counts: the mutant "
         "looped; so does a test process that crashed on it). A survivor is *equivalent* (the "
         "reason below says why it computes the same numbers on every input the code can "
-        "receive, or where it says so, the same up to rounding), *message only* (every line it "
-        "changes "
-        "lies in a `raise` statement: the text of an error, not a number), or *unexplained*: "
+        "receive, or where it says so, the same up to rounding, or the same on every instance "
+        "tried with the narrow window where it could differ named), *message only* (every line "
+        "it changes lies in a `raise` statement: the text of an error, not a number), or *unexplained*: "
         "a gap in the tests. *Not checked*: the run stopped before the mutant. The score is "
         "(killed + equivalent) / (killed + equivalent + unexplained).",
         "",

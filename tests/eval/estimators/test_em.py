@@ -62,6 +62,24 @@ def test_em_tolerance_stops_early():
         result.log_likelihood[-1])
 
 
+
+def test_em_tolerance_stops_at_the_first_iteration_whose_increase_is_below_it():
+    """The rule read from a run without a tolerance: EM stops after the first iteration `it`
+    whose increase L[it+1] − L[it] is below tol·|L[it+1]|. The tolerance lies between that
+    iteration's relative increase measured against L[it+1] and against L[it−1], so a rule that
+    read another iteration's log-likelihood would stop elsewhere."""
+    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 2000, seed=2)
+    common = dict(n_items=N_ITEMS, sample_size=SAMPLE_SIZE, n_iter=200)
+    full = estimate("mle", sampled, **common).log_likelihood
+    increase = np.diff(full)
+    it = 5
+    tol = 0.5 * (increase[it] / abs(full[it + 1]) + increase[it] / abs(full[it - 1]))
+    below = np.flatnonzero(increase < tol * np.abs(full[1:]))
+    assert below[0] > it  # the documented rule goes on past `it`
+    stopped = estimate("mle", sampled, tol=tol, **common)
+    assert stopped.iterations == below[0] + 1
+    np.testing.assert_array_equal(stopped.log_likelihood, full[: below[0] + 2])
+
 def test_weighted_mle_is_mle_of_reweighted_histogram():
     # Li 2023, eqs. 34–35: π_new = Σ_r w(r)P~(r) φ(R|r) / Σ_r w(r)P~(r), written out per sampled
     # rank
@@ -424,6 +442,50 @@ def test_the_mes_dual_below_its_rounding_floor_says_it_did_not_converge():
     with pytest.raises(ArithmeticError, match="did not converge in 200 iterations"):
         mes(cond, hist, 100.0, 0.01, solver="dual", tol=1e-30)
 
+
+
+def _histogram(n_items, sample_size, seed):
+    _, sampled = draw(n_items, sample_size, 3000, seed=seed)
+    return np.bincount(sampled - 1, minlength=sample_size) / len(sampled)
+
+
+def test_the_mes_dual_is_exactly_invariant_to_scaling_s_and_eta_together():
+    """s and η times c scale the dual's objective by c and leave its optimum π as it is. For
+    c a power of two every float operation scales exactly, so a solver whose stopping tests are
+    relative to |f| takes the same steps: the same π bit for bit and the same iteration count
+    at c = 2^10 and 2^40, down to the rounding floor (tol = 1e-16)."""
+    cond = conditional_matrix(300, 20)
+    hist = _histogram(300, 20, seed=5)
+    small, n_small, _ = mes(cond, hist, 1e5 * 2.0 ** 10, 0.01 * 2.0 ** 10, solver="dual",
+                            tol=1e-16)
+    large, n_large, _ = mes(cond, hist, 1e5 * 2.0 ** 40, 0.01 * 2.0 ** 40, solver="dual",
+                            tol=1e-16)
+    assert n_small == n_large and np.array_equal(small, large)
+
+
+def test_the_mes_dual_stops_where_its_newton_steps_stop_changing_the_gradient():
+    """Near 1e-17 the Newton step falls below the multipliers' rounding, the same gradient comes
+    back, and the dual stops there (the floor, about 3e-17 here, is within 1000·tol of a
+    tolerance no float64 gradient reaches) instead of repeating the step until `max_iter`."""
+    cond = conditional_matrix(300, 20)
+    hist = _histogram(300, 20, seed=0)
+    pi, iterations, _ = mes(cond, hist, 10.0, 1.0, solver="dual", tol=1e-17)
+    assert iterations < 20
+    np.testing.assert_allclose(pi, mes(cond, hist, 10.0, 1.0, solver="dual")[0], rtol=1e-9)
+
+
+def test_the_mes_dual_tries_the_full_newton_step_first(monkeypatch):
+    """The line search starts from the full Newton step, which on this well-damped instance
+    (s = 10, η = 1) passes the Armijo test at every iteration: one evaluation of the objective
+    at the start and one per step, as many as the iterations it reports."""
+    import linrec.eval.estimators.em as em
+
+    calls = []
+    logsumexp = em.logsumexp
+    monkeypatch.setattr(em, "logsumexp", lambda x: calls.append(1) or logsumexp(x))
+    cond = conditional_matrix(300, 20)
+    _, iterations, _ = mes(cond, _histogram(300, 20, seed=5), 10.0, 1.0, solver="dual")
+    assert iterations > 3 and len(calls) == iterations
 
 def test_the_mes_dual_line_search_carries_a_hard_instance_to_the_optimum():
     """η = 1e-6 against s = 1000: undamped Newton steps overshoot and wander (200 iterations
