@@ -205,9 +205,9 @@ def build(mutants: list[Mutant], reasons: dict[str, dict[str, str]],
         "reason below says why it computes the same numbers on every input the code can "
         "receive, or where it says so, the same up to rounding, or the same on every instance "
         "tried with the narrow window where it could differ named), *message only* (every line "
-        "it changes lies in a `raise` statement: the text of an error, not a number), or *unexplained*: "
-        "a gap in the tests. *Not checked*: the run stopped before the mutant. The score is "
-        "(killed + equivalent) / (killed + equivalent + unexplained).",
+        "it changes lies in a `raise` statement: the text of an error, not a number), or "
+        "*unexplained*: a gap in the tests. *Not checked*: the run stopped before the mutant. "
+        "The score is (killed + equivalent) / (killed + equivalent + unexplained).",
         "",
         "| module | mutants | killed | equivalent | message only | unexplained | not checked "
         "| score |",
