@@ -54,6 +54,10 @@ NOT_RUN_HERE = {
                         "its committed report",
     "mutmut": "mutation testing, hours on 2 cores; tests/test_mutation_report.py checks its "
               "committed report",
+    ".venv/bin/python experiments/mutation/planted_bugs.py": "runs the fast tests eight times "
+                                                             "(4 min); tests/"
+                                                             "test_mutation_report.py checks "
+                                                             "that its bugs still apply",
     ".venv/bin/python experiments/mutation_report.py": "reads a mutmut run's mutants/ (not in "
                                                        "git); tests/test_mutation_report.py "
                                                        "tests what it writes",

@@ -99,3 +99,14 @@ def test_survivors_are_sorted_into_equivalent_message_and_unexplained():
     assert "- `a__mutmut_2`: same numbers" in text and "- `a__mutmut_3`" in text
     assert "mutmut 3.8.1, core sources" in text
     assert "**Partial:** the run that wrote this report checked 6 of 7 mutants" in text
+
+
+def test_each_planted_bug_still_finds_its_line():
+    """experiments/mutation/planted_bugs.py replaces the first occurrence of a line of the
+    sources by its bug: each line must still be there, or the check would plant nothing."""
+    sys.path.insert(0, str(ROOT / "experiments" / "mutation"))
+    import planted_bugs
+
+    for bug, path, original, planted, tests in planted_bugs.BUGS:
+        assert original in (ROOT / path).read_text(), bug
+        assert original != planted and all((ROOT / d).is_dir() for d in tests.split()), bug
