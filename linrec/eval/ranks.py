@@ -175,23 +175,32 @@ def batch_global_ranks(scores: np.ndarray, foldin: sp.csr_matrix, targets: sp.cs
         beaten_by, t_scores = device_ranks.count_beaten(scores, foldin, targets, keys,
                                                         chunk_elements=_HOST_CHUNK_ELEMENTS)
         scores[t_rows, t_items] = t_scores  # held-out entries keep their scores
-        if scores_in is not None:
-            scores_in[...] = scores
-        return _batch_ranks(foldin, targets, beaten_by, t_scores)
+    else:
+        beaten_by = _kernel_beaten(scores, foldin, targets, keys)
+        t_scores = scores[t_rows, t_items]
+    if scores_in is not None:
+        scores_in[...] = scores
+    return _batch_ranks(foldin, targets, beaten_by, t_scores)
+
+
+def _kernel_beaten(scores: np.ndarray, foldin: sp.csr_matrix, targets: sp.csr_matrix,
+                   keys: BatchKeys) -> np.ndarray:
+    """The candidates beating each held-out item (CSR order of `targets`), counted by the
+    compiled kernel on row chunks in threads; `scores` (b, n_items) C-contiguous float32/64
+    gets -inf at the fold-in entries. DataError on a non-finite score."""
     from linrec.eval._rank_kernel import rank_rows  # numba: imported when first needed
 
+    t_items = targets.indices.astype(np.int64)
     beaten_by = np.empty(len(t_items), dtype=np.int64)
     arrays = (scores, foldin.indptr.astype(np.int64), foldin.indices.astype(np.int64),
               targets.indptr.astype(np.int64), t_items, user_key_bases(keys), beaten_by,
               _LINEAR_MAX_TARGETS)
-    found = on_row_chunks(lambda start, stop: rank_rows(*arrays, start, stop), n_rows,
+    found = on_row_chunks(lambda start, stop: rank_rows(*arrays, start, stop), scores.shape[0],
                           thread_limit())
     bad = next((b for b in found if b >= 0), -1)
     if bad >= 0:
         raise DataError(non_finite_scores(bad))
-    if scores_in is not None:
-        scores_in[...] = scores
-    return _batch_ranks(foldin, targets, beaten_by, scores[t_rows, t_items])
+    return beaten_by
 
 
 def device_batch_ranks(scores: Any, foldin: sp.csr_matrix, targets: sp.csr_matrix,
