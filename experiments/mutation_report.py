@@ -169,6 +169,8 @@ def build(mutants: list[Mutant], reasons: dict[str, dict[str, str]],
             counts[m.verdict] += 1
             if m.verdict == "not checked":
                 problems.append(f"{m.name}: not checked (the run did not finish)")
+            elif m.name in reasons:  # renumbered mutants leave reasons on others
+                problems.append(f"{m.name}: killed, yet explained in equivalent.toml")
             continue
         reason = reasons.get(m.name)
         if m.verdict == "survived" and reason and reason["change"].strip() == m.change:

@@ -110,3 +110,12 @@ def test_each_planted_bug_still_finds_its_line():
     for bug, path, original, planted, tests in planted_bugs.BUGS:
         assert original in (ROOT / path).read_text(), bug
         assert original != planted and all((ROOT / d).is_dir() for d in tests.split()), bug
+
+
+def test_a_killed_mutant_with_a_reason_is_a_stale_reason():
+    """mutmut numbers a function's mutants in order, so an edit renumbers them: a reason left
+    on a mutant that is now killed belonged to another change and is reported."""
+    mutants = [report.Mutant("a__mutmut_1", "a.py", "killed", "")]
+    _, problems = report.build(mutants, {"a__mutmut_1": {"change": "- x\n+ y", "why": "old"}},
+                               "mutmut 3.8.1")
+    assert problems == ["a__mutmut_1: killed, yet explained in equivalent.toml"]
