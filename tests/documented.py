@@ -54,6 +54,8 @@ NOT_RUN_HERE = {
                         "its committed report",
     "mutmut": "mutation testing, hours on 2 cores; tests/test_mutation_report.py checks its "
               "committed report",
+    "rm mutants/mutmut-stats.json": "resets a mutmut run's test mapping (mutants/ is not in "
+                                    "git)",
     ".venv/bin/python experiments/mutation/planted_bugs.py": "runs the fast tests eight times "
                                                              "(4 min); tests/"
                                                              "test_mutation_report.py checks "
