@@ -15,8 +15,8 @@ import mutation_report as report  # noqa: E402
 
 
 def test_the_committed_report_was_computed_from_the_core_as_it_is():
-    """A change to metrics, ranks, the conditional law or an estimator comes with a fresh
-    report (`OMP_NUM_THREADS=1 mutmut run && python experiments/mutation_report.py`)."""
+    """A change to a mutated module (pyproject's only_mutate) comes with a fresh report
+    (`OMP_NUM_THREADS=1 mutmut run && python experiments/mutation_report.py`)."""
     text = (ROOT / "experiments" / "mutation" / "REPORT.md").read_text()
     recorded = re.search(r"core sources ([0-9a-f]{16})", text).group(1)
     assert recorded == report.core_hash(), (
