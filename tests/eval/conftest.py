@@ -1,8 +1,11 @@
 """Helpers shared by the evaluation tests: a chi-square goodness-of-fit test and the threshold
-its p-values must pass, and global ranks by brute force. (Import them with
+its p-values must pass, global ranks by brute force, and the exact null laws of the signed-rank
+and sign tests. (Import them with
 `from tests.eval.conftest import ...`.)"""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from scipy import stats
@@ -52,3 +55,24 @@ def rank_dict(ranked) -> dict:
     """{(row, item): rank} of a RankTable or BatchRanks."""
     return {(int(r), int(i)): int(k)
             for r, i, k in zip(ranked.rows, ranked.items, ranked.ranks, strict=True)}
+
+
+def signed_rank_null(diff: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
+    """Wilcoxon's signed-rank statistic enumerated (no zero differences, no ties): the ranks of
+    |diff|, W+ (the sum of the ranks of the positive differences) and W+ under every one of
+    the 2^n sign patterns, H0's exact law."""
+    ranks = stats.rankdata(np.abs(diff))
+    sums = np.array([sum(r for r, s in zip(ranks, signs, strict=True) if s)
+                     for signs in np.ndindex(*(2,) * len(diff))])
+    return ranks, float(ranks[diff > 0].sum()), sums
+
+
+def fair_binomial_pvalue(k: int, n: int, alternative: str) -> float:
+    """P-value of k successes in n fair trials, summed from the pmf written out (two-sided:
+    every outcome no more likely than k)."""
+    pmf = [math.comb(n, i) / 2**n for i in range(n + 1)]
+    if alternative == "greater":
+        return sum(pmf[k:])
+    if alternative == "less":
+        return sum(pmf[: k + 1])
+    return min(1.0, sum(p for p in pmf if p <= pmf[k] * (1 + 1e-7)))

@@ -3,7 +3,6 @@ independent oracles."""
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -35,6 +34,7 @@ from linrec.eval.significance import (
     user_sampling_estimate,
     wilcoxon_signed_rank,
 )
+from tests.eval.conftest import signed_rank_null
 
 
 def test_reference_numbers() -> None:
@@ -202,12 +202,7 @@ def test_mcnemar() -> None:
 def test_wilcoxon_exact_by_enumeration() -> None:
     x = np.array([1.3, 2.1, 0.4, 3.3, 2.8, 1.9, 0.7, 2.5])
     y = np.array([1.0, 2.6, 0.1, 2.2, 2.0, 1.6, 0.9, 1.3])
-    d = x - y
-    ranks = stats.rankdata(np.abs(d))
-    w_plus = ranks[d > 0].sum()
-    all_w = [sum(r for r, s in zip(ranks, signs, strict=True) if s)
-             for signs in itertools.product([0, 1], repeat=len(d))]
-    all_w = np.array(all_w)
+    ranks, w_plus, all_w = signed_rank_null(x - y)
     p = min(1.0, 2 * min(np.mean(all_w <= w_plus), np.mean(all_w >= w_plus)))
     res = wilcoxon_signed_rank(x, y)
     assert res.pvalue == pytest.approx(p, rel=1e-12)

@@ -15,6 +15,7 @@ from scipy import stats
 
 from linrec.errors import ConfigError, DataError
 from linrec.eval import significance as sig
+from tests.eval.conftest import fair_binomial_pvalue, signed_rank_null
 
 ALTERNATIVES = ("two-sided", "less", "greater")
 X = np.array([0.31, 0.52, 0.12, 0.77, 0.45, 0.61, 0.08, 0.90, 0.33, 0.58])
@@ -23,16 +24,6 @@ Y = np.array([0.25, 0.55, 0.02, 0.60, 0.47, 0.40, 0.11, 0.70, 0.30, 0.44])
 
 def record(result) -> dict:
     return dataclasses.asdict(result)
-
-
-def binomial_pvalue(k: int, n: int, alternative: str) -> float:
-    """P-value of k successes in n fair trials, summed from the pmf written out."""
-    pmf = [math.comb(n, i) / 2**n for i in range(n + 1)]
-    if alternative == "greater":
-        return sum(pmf[k:])
-    if alternative == "less":
-        return sum(pmf[: k + 1])
-    return min(1.0, sum(p for p in pmf if p <= pmf[k] * (1 + 1e-7)))
 
 
 @pytest.mark.parametrize("alternative", ALTERNATIVES)
@@ -49,15 +40,12 @@ def test_the_paired_tests_record_their_name_statistic_pvalue_and_alternative(alt
     wins, losses = int(np.sum(X > Y)), int(np.sum(X < Y))
     assert record(sig.sign_test(X, Y, alternative)) == {
         "test": "sign", "statistic": float(wins),
-        "pvalue": pytest.approx(binomial_pvalue(wins, wins + losses, alternative), rel=1e-9),
+        "pvalue": pytest.approx(fair_binomial_pvalue(wins, wins + losses, alternative), rel=1e-9),
         "alternative": alternative, "details": {"wins": float(wins), "losses": float(losses)}}
 
     # Wilcoxon: W+ is the sum of the ranks of the positive differences (no ties, no zeros
     # here), its exact null law enumerated over the 2^10 sign patterns
-    ranks = stats.rankdata(np.abs(diff))
-    w_plus = ranks[diff > 0].sum()
-    sums = np.array([sum(r for r, s in zip(ranks, signs, strict=True) if s)
-                     for signs in np.ndindex(*(2,) * diff.size)])
+    ranks, w_plus, sums = signed_rank_null(diff)
     p = {"greater": np.mean(sums >= w_plus), "less": np.mean(sums <= w_plus)}
     p["two-sided"] = min(1.0, 2 * min(p["greater"], p["less"]))
     got = record(sig.wilcoxon_signed_rank(X, Y, alternative))
@@ -123,7 +111,7 @@ def test_mcnemar_records_its_form_counts_and_pvalue(b, c, test):
     if b + c == 0:
         statistic, pvalue = 0.0, 1.0
     elif test == "mcnemar_exact":
-        statistic, pvalue = float(b), binomial_pvalue(b, b + c, "two-sided")
+        statistic, pvalue = float(b), fair_binomial_pvalue(b, b + c, "two-sided")
     else:
         statistic = (abs(b - c) - 1) ** 2 / (b + c)
         pvalue = stats.chi2.sf(statistic, 1)

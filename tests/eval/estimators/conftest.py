@@ -41,6 +41,12 @@ def draw(n_items, sample_size, n_targets, seed, exponent=0.9):
     return global_ranks, rng.binomial(sample_size - 1, theta) + 1
 
 
+def draw_histogram(n_items, sample_size, n_targets, seed):
+    """The sampled-rank histogram (n,) of `draw`'s targets, as a fraction of them."""
+    _, sampled = draw(n_items, sample_size, n_targets, seed)
+    return np.bincount(sampled - 1, minlength=sample_size) / len(sampled)
+
+
 def per_user_em(sampled_ranks, sample_sizes, n_items, n_iter):
     """Textbook EM of Li 2023, eqs. 28–33 / Li et al. 2023, eq. 12 over users (posterior φ_u per
     user, scipy.stats pmf)."""

@@ -12,7 +12,13 @@ from linrec.errors import ConfigError
 from linrec.eval.conditional import conditional_matrix
 from linrec.eval.estimators import estimate
 from linrec.eval.estimators.em import mes
-from tests.eval.estimators.conftest import draw, per_user_em, power_law, scipy_law
+from tests.eval.estimators.conftest import (
+    draw,
+    draw_histogram,
+    per_user_em,
+    power_law,
+    scipy_law,
+)
 
 N_ITEMS, SAMPLE_SIZE = 400, 30
 
@@ -60,7 +66,6 @@ def test_em_tolerance_stops_early():
     assert result.iterations < 5000 and len(result.log_likelihood) == result.iterations + 1
     assert result.log_likelihood[-1] - result.log_likelihood[-2] < 1e-6 * abs(
         result.log_likelihood[-1])
-
 
 
 def test_em_tolerance_stops_at_the_first_iteration_whose_increase_is_below_it():
@@ -224,8 +229,7 @@ def test_every_em_step_equals_the_textbook_em_on_every_operator(kind, n_iter):
         operator = sp.csr_array(dense)
     elif kind == "dense":
         operator = dense
-    _, sampled = draw(n_items, sample_size, 2000, seed=4)
-    weights = np.bincount(sampled - 1, minlength=sample_size) / len(sampled)
+    weights = draw_histogram(n_items, sample_size, 2000, seed=4)
     pi = np.full(n_items, 1.0 / n_items)
     for _ in range(n_iter):  # the textbook EM (Li 2023, eqs. 28–33)
         mixture = dense.T @ pi
@@ -422,8 +426,7 @@ def test_the_mes_dual_counts_its_checks_and_stops_at_max_iter():
     # at λ = 0 the residual is s·0 + P~ − Aᵀπ, zero for P~ = Aᵀ·uniform (and η·H is flat there)
     _, first, used = mes(cond, uniform, 10.0, 0.01, solver="dual")
     assert (first, used) == (1, "dual-newton")
-    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 3000, seed=5)
-    hist = np.bincount(sampled - 1, minlength=SAMPLE_SIZE) / len(sampled)
+    hist = draw_histogram(N_ITEMS, SAMPLE_SIZE, 3000, seed=5)
     pi, n, _ = mes(cond, hist, 100.0, 0.01, solver="dual")
     assert n > 2
     again, same, _ = mes(cond, hist, 100.0, 0.01, solver="dual", max_iter=n)
@@ -437,16 +440,9 @@ def test_the_mes_dual_below_its_rounding_floor_says_it_did_not_converge():
     at its rounding floor, far above 1000·tol, and the dual says it did not converge (the
     "auto" solver then falls back to cvxpy)."""
     cond = conditional_matrix(N_ITEMS, SAMPLE_SIZE)
-    _, sampled = draw(N_ITEMS, SAMPLE_SIZE, 3000, seed=5)
-    hist = np.bincount(sampled - 1, minlength=SAMPLE_SIZE) / len(sampled)
+    hist = draw_histogram(N_ITEMS, SAMPLE_SIZE, 3000, seed=5)
     with pytest.raises(ArithmeticError, match="did not converge in 200 iterations"):
         mes(cond, hist, 100.0, 0.01, solver="dual", tol=1e-30)
-
-
-
-def _histogram(n_items, sample_size, seed):
-    _, sampled = draw(n_items, sample_size, 3000, seed=seed)
-    return np.bincount(sampled - 1, minlength=sample_size) / len(sampled)
 
 
 def test_the_mes_dual_is_exactly_invariant_to_scaling_s_and_eta_together():
@@ -455,7 +451,7 @@ def test_the_mes_dual_is_exactly_invariant_to_scaling_s_and_eta_together():
     relative to |f| takes the same steps: the same π bit for bit and the same iteration count
     at c = 2^10 and 2^40, down to the rounding floor (tol = 1e-16)."""
     cond = conditional_matrix(300, 20)
-    hist = _histogram(300, 20, seed=5)
+    hist = draw_histogram(300, 20, 3000, seed=5)
     small, n_small, _ = mes(cond, hist, 1e5 * 2.0 ** 10, 0.01 * 2.0 ** 10, solver="dual",
                             tol=1e-16)
     large, n_large, _ = mes(cond, hist, 1e5 * 2.0 ** 40, 0.01 * 2.0 ** 40, solver="dual",
@@ -468,7 +464,7 @@ def test_the_mes_dual_stops_where_its_newton_steps_stop_changing_the_gradient():
     back, and the dual stops there (the floor, about 3e-17 here, is within 1000·tol of a
     tolerance no float64 gradient reaches) instead of repeating the step until `max_iter`."""
     cond = conditional_matrix(300, 20)
-    hist = _histogram(300, 20, seed=0)
+    hist = draw_histogram(300, 20, 3000, seed=0)
     pi, iterations, _ = mes(cond, hist, 10.0, 1.0, solver="dual", tol=1e-17)
     assert iterations < 20
     np.testing.assert_allclose(pi, mes(cond, hist, 10.0, 1.0, solver="dual")[0], rtol=1e-9)
@@ -484,7 +480,7 @@ def test_the_mes_dual_tries_the_full_newton_step_first(monkeypatch):
     logsumexp = em.logsumexp
     monkeypatch.setattr(em, "logsumexp", lambda x: calls.append(1) or logsumexp(x))
     cond = conditional_matrix(300, 20)
-    _, iterations, _ = mes(cond, _histogram(300, 20, seed=5), 10.0, 1.0, solver="dual")
+    _, iterations, _ = mes(cond, draw_histogram(300, 20, 3000, seed=5), 10.0, 1.0, solver="dual")
     assert iterations > 3 and len(calls) == iterations
 
 def test_the_mes_dual_line_search_carries_a_hard_instance_to_the_optimum():
@@ -493,8 +489,7 @@ def test_the_mes_dual_line_search_carries_a_hard_instance_to_the_optimum():
     (the objective's gradient in π equal over π's support, written out here) hold."""
     n_items, sample_size = 300, 20
     cond = conditional_matrix(n_items, sample_size)
-    _, sampled = draw(n_items, sample_size, 3000, seed=1)
-    hist = np.bincount(sampled - 1, minlength=sample_size) / len(sampled)
+    hist = draw_histogram(n_items, sample_size, 3000, seed=1)
     scale, eta = 1000.0, 1e-6
     pi, iterations, _ = mes(cond, hist, scale, eta, solver="dual")
     assert iterations < 200 and abs(pi.sum() - 1) < 1e-12
