@@ -140,6 +140,23 @@ def swept(records: Records) -> dict[str, list[Any]]:
             if len(v) > 1 and k not in ("seed",)}
 
 
+def grid_edges(record: dict[str, Any], grid: dict[str, list[Any]]) -> str:
+    """Where the selected point lies on the edge of a numeric grid of three or more values:
+    "; rank at the grid's top" (the optimum may lie beyond it), else ""."""
+    model = record["config"]["model"]
+    edges = []
+    for key, values in grid.items():
+        numbers = [v for v in values if not isinstance(v, str)]
+        value = model.get(key)
+        if len(numbers) < 3 or value not in numbers:
+            continue
+        if value == numbers[0]:
+            edges.append(f"{key} at the grid's bottom")
+        elif value == numbers[-1]:
+            edges.append(f"{key} at the grid's top")
+    return "".join(f"; {edge}" for edge in edges)
+
+
 def setting(record: dict[str, Any], keys: Sequence[str]) -> str:
     model = record["config"]["model"]
     return ", ".join(f"{k} = {grid_value(model.get(k))}" for k in keys) or "defaults"
@@ -237,14 +254,16 @@ def ch3_gowalla(context: Context) -> str:
             rows.append([label, "not recorded yet", "–", "–", "–", shown, "–"])
             continue
         name, record = best
-        keys = list(swept(group))
+        grid = swept(group)
+        keys = list(grid)
         environment = record["environment"]
         fit = seconds(record["timings"].get("fit"))
         if family in CH3_SPECTRAL:
             fit += f" + the shared eigendecomposition ({seconds(spectrum_seconds(context))})"
         rows.append([
             label,
-            f"{setting(record, keys)} (of {len(group)})" if keys else "–",
+            f"{setting(record, keys)} (of {len(group)}{grid_edges(record, grid)})"
+            if keys else "–",
             number(metric(record, "valid", "recall@20")),
             f"**{number(metric(record, 'test', 'recall@20'))} / "
             f"{number(metric(record, 'test', 'ndcg@20'))}**",

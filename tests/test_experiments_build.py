@@ -141,6 +141,26 @@ def test_a_null_setting_of_a_grid_reads_null_in_its_tables_and_heat_map(tmp_path
     assert figure.name == "ch3_mf_closed.png" and figure.stat().st_size > 0
 
 
+def test_a_selection_at_the_end_of_a_grid_says_so():
+    """A grid of three or more numbers whose selected value is its smallest or largest is named
+    (the optimum may lie beyond it); two-value grids, inner points and text values are not."""
+    build = _build_module()
+    points = [(500, 100, "a", 0.1), (1000, 300, "a", 0.2), (2000, 1000, "b", 0.3),
+              (2000, 100, "b", 0.25)]
+    records = {f"ch3/lrr/r{i}": {
+        "config": {"model": {"name": "lrr", "rank": rank, "lam": lam, "kind": kind}},
+        "splits": {"valid": {"exact": {"recall@20": value}}}}
+        for i, (rank, lam, kind, value) in enumerate(points)}
+    grid = build.swept(records)
+    assert grid == {"rank": [500, 1000, 2000], "lam": [100, 300, 1000], "kind": ["a", "b"]}
+    assert build.grid_edges(records["ch3/lrr/r2"], grid) == \
+        "; rank at the grid's top; lam at the grid's top"
+    assert build.grid_edges(records["ch3/lrr/r3"], grid) == \
+        "; rank at the grid's top; lam at the grid's bottom"
+    assert build.grid_edges(records["ch3/lrr/r1"], grid) == ""
+    assert build.grid_edges(records["ch3/lrr/r1"], {"lam": [300, 1000]}) == ""
+
+
 def test_the_pruning_table_gives_each_search_as_a_share_of_the_unpruned_one():
     """Epochs and wall time of the pruned search as a share of the unpruned search's (computed
     here: 45 / 120 epochs, 900 / 2 400 s), and both commands below the table."""
