@@ -173,7 +173,9 @@ def build(mutants: list[Mutant], reasons: dict[str, dict[str, str]],
                 problems.append(f"{m.name}: killed, yet explained in equivalent.toml")
             continue
         reason = reasons.get(m.name)
-        if m.verdict == "survived" and reason and reason["change"].strip() == m.change:
+        # a mutant no test reaches (an abstract method's signature) needs a reason as well
+        if m.verdict in ("survived", "no tests") and reason and \
+                reason["change"].strip() == m.change:
             counts["equivalent"] += 1
             equivalent.append((m, reason["why"]))
         elif m.verdict == "survived" and m.in_message:
@@ -206,9 +208,12 @@ def build(mutants: list[Mutant], reasons: dict[str, dict[str, str]],
         "looped; so does a test process that crashed on it). A survivor is *equivalent* (the "
         "reason below says why it computes the same numbers on every input the code can "
         "receive, or where it says so, the same up to rounding, or the same on every instance "
-        "tried with the narrow window where it could differ named), *message only* (every line "
+        "tried with the narrow window where it could differ named, or, in code that only a "
+        "CUDA device runs, that no test reaches it on a machine without one: the CUDA tests "
+        "do), *message only* (every line "
         "it changes lies in a `raise` statement: the text of an error, not a number), or "
-        "*unexplained*: a gap in the tests. *Not checked*: the run stopped before the mutant. "
+        "*unexplained*: a gap in the tests (a mutant that no test reaches, *no tests*, counts "
+        "as a survivor). *Not checked*: the run stopped before the mutant. "
         "The score is (killed + equivalent) / (killed + equivalent + unexplained).",
         "",
         "| module | mutants | killed | equivalent | message only | unexplained | not checked "

@@ -209,11 +209,12 @@ class LowRankEDLAE(ItemItemRecommender):
             f"omega (now {self.omega}) or lam (now {self.lam}), or lower rank") from failure
 
     def _components(self, G: np.ndarray) -> np.ndarray:
-        """V (n x k): the top-k eigenvectors of G with k = the rank (`rank_for`, at most n)
-        lowered to the numerical rank of G. Directions with a zero eigenvalue carry no signal
-        and make the first ALS step singular (G has rank <= n_users, e.g. 943 on ML-100K)."""
+        """V (n x k): the top-k eigenvectors of G with k = the rank (`rank_for`: an explicit rank
+        above n is a ConfigError, as for the other low-rank models) lowered to the numerical rank
+        of G. Directions with a zero eigenvalue carry no signal and make the first ALS step
+        singular (G has rank <= n_users, e.g. 943 on ML-100K)."""
         n = G.shape[0]
-        rank = min(self.config.rank_for(n) if self.rank is None else self.rank, n)
+        rank = self.config.rank_for(n)
         values, vectors = sla.eigh(G, subset_by_index=[n - rank, n - 1])
         keep = values > n * np.finfo(G.dtype).eps * max(values.max(initial=0.0), 1.0)
         if not keep.all():

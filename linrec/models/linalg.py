@@ -128,10 +128,7 @@ def gram(X: sp.csr_matrix, dtype: np.dtype | str = np.float64, block_rows: int =
     Row blocks of G are sparse products Xᵀ[block] @ X (scipy releases the GIL in them) computed by
     `n_threads` threads (default: all cores) and scattered straight into G, so no sparse n x n
     intermediate is ever built (benchmark: experiments/benchmarks/bench_ease.py)."""
-    X = sp.csr_matrix(X)
-    if not X.has_canonical_format:  # duplicates are summed on a copy, never in the caller's X
-        X = X.copy()
-        X.sum_duplicates()
+    X = sp.csr_matrix(X)  # duplicate entries need no summing: the sparse products add them up
     n_items = X.shape[1]
     Xt = X.T.tocsr()
     G = np.zeros((n_items, n_items), dtype=check_float_dtype(dtype))

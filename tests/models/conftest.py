@@ -89,3 +89,15 @@ def brute_item_factors(x: np.ndarray, user_factors: np.ndarray, alpha0: float, r
         system = (w_s * quad[users, None]).T @ w_s + alpha0 * gram + lam * np.eye(k)
         out[i] = np.linalg.solve(system, w_s.T @ confidence[users])
     return out
+
+
+def sized_advice_ease(**params):
+    """An EASE whose memory advice depends on the catalogue (a subclass may size its suggestion:
+    "Try model=lrr with rank <= n_items // 5.")."""
+    from linrec.models.ease import EASE
+
+    class SizedAdviceEASE(EASE):
+        def _memory_alternative(self, n_items: int) -> str:
+            return f"Try model=lrr with rank <= {n_items // 5}."
+
+    return SizedAdviceEASE(**params)

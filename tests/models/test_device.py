@@ -27,6 +27,7 @@ from tests.models.conftest import (
     brute_item_factors,
     brute_user_factors,
     random_binary,
+    sized_advice_ease,
     zero_diag_column_solve,
 )
 
@@ -215,3 +216,32 @@ def test_the_device_memory_guard_counts_the_devices_free_memory(monkeypatch):
     message = str(err.value)
     assert "4.5 GiB" in message and "2.0 GiB of the device is free" in message
     assert "3 dense 20000x20000 float32" in message and message.endswith("low-rank model.")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_device_fit_guards_the_host_for_one_matrix_and_the_device_for_three(
+        X, target, monkeypatch, dtype):
+    """On a device the host holds one n x n array at a time (G, then W), the device three: with
+    the host's memory (and a CUDA device's) at exactly one matrix of the model's dtype, the host
+    check passes and the device's fails, naming the model, the matrices and the alternative."""
+    one = 25 * 25 * np.dtype(dtype).itemsize
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (one, 80 * 2**30))
+    monkeypatch.setattr(linalg, "available_memory_bytes", lambda: one)
+    with pytest.raises(MemoryBudgetError) as err:
+        sized_advice_ease(dtype=dtype, device=target).fit(X)
+    alternative = "Try model=lrr with rank <= 5."
+    hint = " dtype=float32 would need 0.0 GiB." if dtype == "float64" else ""
+    if ease_module.torch_device(target, "ease.device").type == "cuda":
+        assert str(err.value) == (
+            f"ease on 25 items on cuda: needs about 0.0 GiB (3 dense 25x25 {dtype} matrices) "
+            f"but only 0.0 GiB of the device is free. {alternative}")
+    else:  # CPU tensors: the device is the host
+        assert str(err.value) == (
+            f"ease on 25 items: needs about 0.0 GiB (3 dense 25x25 {dtype} matrices) but only "
+            f"0.0 GiB is available. {alternative}{hint}")
+    monkeypatch.setattr(linalg, "available_memory_bytes", lambda: one - 1)
+    with pytest.raises(MemoryBudgetError) as err:
+        sized_advice_ease(dtype=dtype, device=target).fit(X)
+    assert str(err.value) == (
+        f"ease on 25 items: needs about 0.0 GiB (1 dense 25x25 {dtype} matrices) but only "
+        f"0.0 GiB is available. {alternative}{hint}")

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from linrec import hardware
 from linrec.errors import ConfigError, MemoryBudgetError
 from linrec.models import _spd_kernels as kernels
 from linrec.models import linalg
@@ -14,10 +15,14 @@ from linrec.models.linalg import (
     LAPACK_SAFE_ROW_BYTES,
     NotPositiveDefiniteError,
     add_to_diagonal,
+    cast_like,
     check_dense_memory,
+    check_device_memory,
     gram,
+    recursive_block,
     solver_path,
     spd_inverse,
+    thread_count,
     zero_diagonal_weights,
 )
 
@@ -51,6 +56,22 @@ def test_gram_sums_duplicates_without_touching_the_input():
     data_before = X.data.copy()
     np.testing.assert_array_equal(gram(X), [[4.0, 4.0], [4.0, 4.0]])
     np.testing.assert_array_equal(X.data, data_before)
+
+
+@pytest.mark.parametrize("block_rows", [3, 1024])
+def test_gram_of_duplicate_unsorted_entries_is_that_of_their_sums(block_rows):
+    """A CSR matrix with repeated, unsorted column indices in its rows means the sum of the
+    repeats (scipy's convention): G is that matrix's XᵀX, every block of rows."""
+    rng = np.random.default_rng(4)
+    rows, cols = rng.integers(0, 30, 400), rng.integers(0, 11, 400)
+    values = rng.integers(1, 4, 400).astype(np.float64)
+    order = np.argsort(rows, kind="stable")  # rows grouped, columns left unsorted
+    indptr = np.searchsorted(rows[order], np.arange(31))
+    X = sp.csr_matrix((values[order], cols[order], indptr), shape=(30, 11))
+    assert not X.has_canonical_format
+    dense = np.zeros((30, 11))
+    np.add.at(dense, (rows, cols), values)
+    np.testing.assert_array_equal(gram(X, block_rows=block_rows), dense.T @ dense)
 
 
 @pytest.mark.parametrize("n", [1, 5, 120])
@@ -284,3 +305,109 @@ def test_memory_guard_uses_available_memory(monkeypatch):
     monkeypatch.setattr(linalg, "available_memory_bytes", lambda: 10_000)
     with pytest.raises(MemoryBudgetError, match="0.0 GiB is available"):
         check_dense_memory(100, "float32", 1, "test")
+
+
+def test_cast_like_takes_the_dtype_of_its_model():
+    values = np.array([0.1, 1 / 3])
+    cast = cast_like(values, np.zeros(2, np.float32))
+    assert cast.dtype == np.float32
+    np.testing.assert_array_equal(cast, np.float32(values))
+    assert cast_like([1, 2], np.zeros(1)).dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype, alternative, tail", [
+    ("float64", "Use model=lrr.", " Use model=lrr. dtype=float32 would need 1.2 GiB."),
+    ("float64", "", " dtype=float32 would need 1.2 GiB."),
+    ("float32", "Use model=lrr.", " Use model=lrr."),
+    ("float32", "", ""),
+])
+def test_memory_guard_whole_message(dtype, alternative, tail):
+    """The message, to the character: the need (half a matrix of 25 000²: 2.3 GiB in float64,
+    1.2 in float32), the budget, the alternative, and for float64 what float32 would need."""
+    with pytest.raises(MemoryBudgetError) as err:
+        check_dense_memory(25_000, dtype, 0.5, "EASE on 25000 items", alternative,
+                           budget_bytes=1 << 30)
+    need = {"float64": "2.3", "float32": "1.2"}[dtype]
+    assert str(err.value) == (
+        f"EASE on 25000 items: needs about {need} GiB (0.5 dense 25000x25000 {dtype} matrices) "
+        f"but only 1.0 GiB is available.{tail}")
+    assert check_dense_memory(1000, dtype, 2.5, "x", budget_bytes=int(2.5e6 * 8)) == \
+        int(2.5e6 * np.dtype(dtype).itemsize)  # a budget of exactly the need is enough
+
+
+def test_memory_guard_default_alternative_is_none():
+    with pytest.raises(MemoryBudgetError) as err:
+        check_dense_memory(100, "float32", 1, "test", budget_bytes=0)
+    assert str(err.value) == ("test: needs about 0.0 GiB (1 dense 100x100 float32 matrices) "
+                              "but only 0.0 GiB is available.")
+
+
+def test_device_memory_guard_asks_its_own_device_and_falls_back_to_the_host(monkeypatch):
+    import types
+
+    import torch
+
+    asked = []
+    monkeypatch.setattr(torch.cuda, "mem_get_info",
+                        lambda device: asked.append(device) or (4 * 10_000**2, 80 * 2**30))
+    cuda = types.SimpleNamespace(type="cuda", __str__=lambda self: "cuda:1")
+    check_device_memory(10_000, "float32", 1.0, "ease", "", cuda)  # exactly the free memory
+    assert asked == [cuda]
+    host = types.SimpleNamespace(type="cpu")
+    with pytest.raises(MemoryBudgetError) as err:
+        monkeypatch.setattr(linalg, "available_memory_bytes", lambda: 1 << 30)
+        check_device_memory(25_000, "float64", 0.5, "ease on 25000 items", "Use lrr.", host)
+    assert str(err.value) == (
+        "ease on 25000 items: needs about 2.3 GiB (0.5 dense 25000x25000 float64 matrices) but "
+        "only 1.0 GiB is available. Use lrr. dtype=float32 would need 1.2 GiB.")
+
+
+def test_recursive_block_is_the_leaf_size_capped_by_the_safe_row():
+    safe = LAPACK_SAFE_ROW_BYTES
+    assert recursive_block("float64", 10**9) == safe // 8
+    assert recursive_block("float32", 10**9) == safe // 4
+    assert isinstance(recursive_block("float32", 10**9), int)
+    assert recursive_block("float32", 100) == 100
+    assert recursive_block("float64", 1) == 1
+
+
+def test_spd_inverse_chooses_its_path_and_leaf_by_the_target_dtype(monkeypatch):
+    """float32 rows are half as long: at 16 float64 per safe row, a float32 matrix of 20 takes
+    the whole-matrix LAPACK path, and on the recursive path its leaves are 32 rows."""
+    monkeypatch.setattr(linalg, "LAPACK_SAFE_ROW_BYTES", 8 * 16)
+    calls = []
+    lapack, recursive = kernels.lapack_spd_inverse_upper, kernels.spd_inverse_lower
+    monkeypatch.setattr(kernels, "lapack_spd_inverse_upper",
+                        lambda F: calls.append("lapack") or lapack(F))
+    monkeypatch.setattr(kernels, "spd_inverse_lower",
+                        lambda F, block: calls.append(block) or recursive(F, block))
+    A = random_spd(20, seed=3)
+    for dtype in ("float64", "float32"):
+        P = spd_inverse(A.copy(), dtype=dtype, block=10**6)
+        np.testing.assert_allclose(P, np.linalg.inv(A), rtol=0,
+                                   atol=1e-10 if dtype == "float64" else 1e-4)
+    P = spd_inverse(A.astype(np.float32), large_n=1, block=10**6)
+    assert calls == [16, "lapack", 32]
+
+
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_spd_inverse_of_a_fortran_ordered_matrix(overwrite):
+    """Any memory order in, the C-ordered inverse out (the kernels read A's transpose as
+    Fortran): a Fortran-ordered, non-symmetric-looking storage of an SPD matrix."""
+    A = random_spd(40, seed=8)
+    F = np.asfortranarray(A)
+    P = spd_inverse(F, overwrite=overwrite)
+    assert P.flags.c_contiguous
+    np.testing.assert_allclose(P, np.linalg.inv(A), rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(F, A)  # a copy was made: the input is left as it was
+
+
+def test_thread_count_is_the_setting_or_the_limit(monkeypatch):
+    """A positive setting is the count (1 is 1); 0, None and no argument mean the limit:
+    $LINREC_THREADS, else every core this process may use."""
+    monkeypatch.setattr(hardware, "cpu_cores", lambda: 8)
+    monkeypatch.setenv("LINREC_THREADS", "3")
+    assert [thread_count(1), thread_count(2), thread_count(5)] == [1, 2, 5]
+    assert thread_count() == thread_count(0) == thread_count(None) == 3
+    monkeypatch.delenv("LINREC_THREADS")
+    assert thread_count() == 8

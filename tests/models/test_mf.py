@@ -248,6 +248,33 @@ def test_dot_scores_are_the_inner_products_over_the_temperature(split, tmp_path,
                                atol=1e-6)
 
 
+@pytest.mark.parametrize("similarity, temperature", [("cosine", 0.2), ("dot", 0.5)])
+def test_pair_and_tensor_scores_are_those_of_the_embeddings(split, tmp_path, similarity,
+                                                            temperature):
+    """The sampled evaluation's pairs (`score_items`) and the on-device scores (`score_tensor`)
+    are the scores written from the embeddings here: rows normalised for cosine, over t."""
+    model = fit(split, tmp_path, similarity, validation=False, epochs=1, similarity=similarity,
+                temperature=temperature, loss={"name": "bpr"})
+    users = split.test.users
+    U, V = model.user_embeddings_.astype(np.float64), model.item_embeddings_.astype(np.float64)
+    if similarity == "cosine":
+        U = U / np.linalg.norm(U, axis=1, keepdims=True)
+        V = V / np.linalg.norm(V, axis=1, keepdims=True)
+    full = U[users] @ V.T / temperature
+    items = np.random.default_rng(0).integers(0, V.shape[0], (len(users), 7))
+    pairs = model.score_items(split.test.foldin, users, items)
+    assert pairs.shape == (len(users), 7)
+    np.testing.assert_allclose(pairs, np.take_along_axis(full, items, axis=1), rtol=1e-5,
+                               atol=1e-5)
+    tensor = model.score_tensor(split.test.foldin, users)
+    np.testing.assert_allclose(tensor.numpy(), full, rtol=1e-5, atol=1e-5)
+    assert np.array_equal(model.score_items(split.test.foldin, users, items.astype(np.int32)),
+                          pairs)  # any integer dtype of the item ids
+    for bad in (300, -1):  # n_users = 300: the ids are 0..299
+        with pytest.raises(ConfigError, match=r"^mf.score: users must be row ids in \[0, 300\)$"):
+            model.score_items(split.test.foldin, np.r_[users[1:], bad], items)
+
+
 def test_a_model_trained_on_any_device_is_saved_to_score_on_the_cpu(split, tmp_path, device):
     """A model trained on a GPU is written with its tables on the CPU and device "cpu", so that
     a machine without a GPU loads it and scores as the trained model did."""
@@ -337,8 +364,12 @@ def test_every_loss_beats_most_popular_on_validation_ndcg(larger_split, tmp_path
 
 def test_strong_generalization_is_refused_without_a_fold_in(split, tmp_path):
     model = fit(split, tmp_path, "s", validation=False, epochs=1)
-    with pytest.raises(ConfigError, match="strong generalization needs a fold-in"):
+    with pytest.raises(ConfigError) as err:
         model.score(split.test.foldin)
+    assert str(err.value) == (
+        "mf scores the users it was trained on (weak generalization); strong generalization "
+        "needs a fold-in, which mf does not implement: use a split that keeps the evaluation "
+        "users in training (holdout, loo, predefined)")
     scores = model.score(split.test.foldin, split.test.users)
     users, items = model.user_embeddings_, model.item_embeddings_
     unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
