@@ -1,6 +1,6 @@
 """Helpers shared by the evaluation tests: a chi-square goodness-of-fit test and the threshold
-its p-values must pass, global ranks by brute force, and the exact null laws of the signed-rank
-and sign tests. (Import them with
+its p-values must pass, global ranks by brute force, the exact null laws of the signed-rank
+and sign tests, and the tail p-values of a symmetric law. (Import them with
 `from tests.eval.conftest import ...`.)"""
 
 from __future__ import annotations
@@ -57,14 +57,24 @@ def rank_dict(ranked) -> dict:
             for r, i, k in zip(ranked.rows, ranked.items, ranked.ranks, strict=True)}
 
 
-def signed_rank_null(diff: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
-    """Wilcoxon's signed-rank statistic enumerated (no zero differences, no ties): the ranks of
-    |diff|, W+ (the sum of the ranks of the positive differences) and W+ under every one of
-    the 2^n sign patterns, H0's exact law."""
+def signed_rank_null(diff: np.ndarray) -> tuple[np.ndarray, float, dict[str, float]]:
+    """Wilcoxon's signed-rank test by enumeration (no zero differences, no ties): the ranks of
+    |diff|, W+ (the sum of the ranks of the positive differences) and its exact p-value for
+    each alternative, from W+ under every one of the 2^n sign patterns (H0's law)."""
     ranks = stats.rankdata(np.abs(diff))
+    w_plus = float(ranks[diff > 0].sum())
     sums = np.array([sum(r for r, s in zip(ranks, signs, strict=True) if s)
                      for signs in np.ndindex(*(2,) * len(diff))])
-    return ranks, float(ranks[diff > 0].sum()), sums
+    p = {"greater": float(np.mean(sums >= w_plus)), "less": float(np.mean(sums <= w_plus))}
+    p["two-sided"] = min(1.0, 2 * min(p["greater"], p["less"]))
+    return ranks, w_plus, p
+
+
+def tail_pvalues(law, statistic: float) -> dict[str, float]:
+    """P-values of `statistic` under a symmetric frozen scipy law (stats.norm(), stats.t(df)),
+    one per alternative."""
+    return {"two-sided": 2 * law.sf(abs(statistic)), "less": law.cdf(statistic),
+            "greater": law.sf(statistic)}
 
 
 def fair_binomial_pvalue(k: int, n: int, alternative: str) -> float:

@@ -15,7 +15,7 @@ from scipy import stats
 
 from linrec.errors import ConfigError, DataError
 from linrec.eval import significance as sig
-from tests.eval.conftest import fair_binomial_pvalue, signed_rank_null
+from tests.eval.conftest import fair_binomial_pvalue, signed_rank_null, tail_pvalues
 
 ALTERNATIVES = ("two-sided", "less", "greater")
 X = np.array([0.31, 0.52, 0.12, 0.77, 0.45, 0.61, 0.08, 0.90, 0.33, 0.58])
@@ -30,8 +30,7 @@ def record(result) -> dict:
 def test_the_paired_tests_record_their_name_statistic_pvalue_and_alternative(alternative):
     diff = X - Y
     t = diff.mean() / (diff.std(ddof=1) / math.sqrt(diff.size))
-    t_p = {"two-sided": 2 * stats.t.sf(abs(t), diff.size - 1),
-           "less": stats.t.cdf(t, diff.size - 1), "greater": stats.t.sf(t, diff.size - 1)}
+    t_p = tail_pvalues(stats.t(diff.size - 1), t)
     got = record(sig.paired_t(X, Y, alternative))
     assert (got["test"], got["alternative"], got["details"]) == ("paired_t", alternative, {})
     assert got["statistic"] == pytest.approx(t, rel=1e-12)
@@ -45,9 +44,7 @@ def test_the_paired_tests_record_their_name_statistic_pvalue_and_alternative(alt
 
     # Wilcoxon: W+ is the sum of the ranks of the positive differences (no ties, no zeros
     # here), its exact null law enumerated over the 2^10 sign patterns
-    ranks, w_plus, sums = signed_rank_null(diff)
-    p = {"greater": np.mean(sums >= w_plus), "less": np.mean(sums <= w_plus)}
-    p["two-sided"] = min(1.0, 2 * min(p["greater"], p["less"]))
+    ranks, w_plus, p = signed_rank_null(diff)
     got = record(sig.wilcoxon_signed_rank(X, Y, alternative))
     statistic = min(w_plus, ranks.sum() - w_plus) if alternative == "two-sided" else w_plus
     assert got == {"test": "wilcoxon", "statistic": statistic,
@@ -77,8 +74,7 @@ def test_two_proportion_z_and_the_unpaired_t_record_everything(alternative):
     p1, p2 = s1 / n1, s2 / n2
     pooled = (s1 + s2) / (n1 + n2)
     z = (p1 - p2) / math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
-    z_p = {"two-sided": 2 * stats.norm.sf(abs(z)), "less": stats.norm.cdf(z),
-           "greater": stats.norm.sf(z)}[alternative]
+    z_p = tail_pvalues(stats.norm(), z)[alternative]
     assert record(sig.two_proportion_z(s1, n1, s2, n2, alternative)) == {
         "test": "two_proportion_z", "statistic": pytest.approx(z, rel=1e-12),
         "pvalue": pytest.approx(z_p, rel=1e-9), "alternative": alternative,
@@ -93,8 +89,7 @@ def test_two_proportion_z_and_the_unpaired_t_record_everything(alternative):
             se2 = vx / m + vy / n
             df = se2**2 / ((vx / m) ** 2 / (m - 1) + (vy / n) ** 2 / (n - 1))
         t = (X.mean() - Y.mean()) / math.sqrt(se2)
-        t_p = {"two-sided": 2 * stats.t.sf(abs(t), df), "less": stats.t.cdf(t, df),
-               "greater": stats.t.sf(t, df)}[alternative]
+        t_p = tail_pvalues(stats.t(df), t)[alternative]
         assert record(sig.two_sample_t(X, Y, alternative, equal_var)) == {
             "test": name, "statistic": pytest.approx(t, rel=1e-12),
             "pvalue": pytest.approx(t_p, rel=1e-9), "alternative": alternative, "details": {}}
