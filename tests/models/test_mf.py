@@ -723,3 +723,45 @@ def test_debiased_infonce_logs_the_share_of_clamped_rows(split, tmp_path):
         assert len(shares[tau]) == 2 and all(0.0 <= s <= 1.0 for s in shares[tau])
     assert shares[0.0] == [0.0, 0.0]
     assert min(shares[0.9]) > 0.5
+
+
+@pytest.mark.parametrize("reg_mode", ["full_table", "batch_rows"])
+def test_an_epochs_record_weights_each_step_by_its_examples(split, tmp_path, monkeypatch,
+                                                            reg_mode):
+    """train_epoch's loss is Σ_b |b|·loss_b / Σ_b |b| over its steps (the last batch shorter),
+    plus (reg/2)(‖U‖² + ‖V‖²) of the tables at the epoch's end under `full_table`; a loss's
+    diagnostic is the same example-weighted mean of its per-step values."""
+    model = MF(**{**FAST, "batch_size": 97, "sampling": {"n_negatives": 40, "n_positives": 5,
+                                                         "prior": "fixed", "tau_plus": 0.9}},
+               epochs=1, reg=0.05, reg_mode=reg_mode,
+               loss={"name": "debiased_infonce", "negative_weight": 40.0}, temperature=0.2,
+               checkpoint_dir=str(tmp_path / reg_mode))
+    trainer = trainer_of(model, split.train.tocsr())
+    steps, shares = [], []
+    real_step, loss_class = mf_module.MFTrainer._step, type(model.loss)
+    real_call = loss_class.__call__
+
+    def recorded_step(self, batch):
+        value = real_step(self, batch)
+        steps.append((len(batch), float(value)))
+        return value
+
+    def recorded_call(self, *args, stats=None, **kwargs):
+        value = real_call(self, *args, stats=stats, **kwargs)
+        shares.append(float(stats["clamped_fraction"]))
+        return value
+
+    monkeypatch.setattr(mf_module.MFTrainer, "_step", recorded_step)
+    monkeypatch.setattr(loss_class, "__call__", recorded_call)
+    record = trainer.train_epoch(1)
+    sizes = np.array([size for size, _ in steps], dtype=np.float64)
+    n_pairs = split.train.nnz
+    assert sizes.sum() == n_pairs and len(steps) == -(-n_pairs // 97) and sizes[-1] < 97
+    expected = np.dot(sizes, [value for _, value in steps]) / n_pairs
+    if reg_mode == "full_table":
+        expected += 0.025 * sum(float((table.detach().double() ** 2).sum())
+                                for table in (model._users, model._items))
+    assert record["loss"] == pytest.approx(expected, rel=1e-6)
+    assert len(shares) == len(steps) and 0.0 < min(shares) < max(shares) <= 1.0
+    assert record["clamped_fraction"] == pytest.approx(np.dot(sizes, shares) / n_pairs, rel=1e-6)
+    assert set(record) == {"loss", "clamped_fraction"}
