@@ -101,6 +101,10 @@ CASES = {
     "per-example, cosine, log q of popularity": dict(
         loss={"name": "sampled_softmax"}, temperature=0.2,
         sampling={"n_negatives": 7, "pool": "popularity", "popularity_beta": 0.5}),
+    "shared, cosine, log q of popularity": dict(
+        loss={"name": "sampled_softmax"}, temperature=0.2,
+        sampling={"negatives": "shared", "n_negatives": 7, "pool": "popularity",
+                  "popularity_beta": 0.5}),
     "shared, cosine, count_k prior": dict(
         loss={"name": "debiased_ccl"}, temperature=1.0,
         sampling={"negatives": "shared", "n_negatives": 9, "n_positives": 4,
@@ -110,6 +114,9 @@ CASES = {
         sampling={"n_negatives": 6, "n_positives": 5, "prior": "ratio_alpha",
                   "prior_alpha": 0.5}),
     "full catalogue, dot": dict(loss={"name": "softmax"}, similarity="dot", temperature=0.5),
+    # t = 2: the scores are divided whatever t is, 1 alone excepted
+    "full catalogue, dot, t 2": dict(loss={"name": "softmax"}, similarity="dot",
+                                     temperature=2.0),
 }
 #: every loss at t ≠ 1 with dropout, on the negatives path it supports, shared negatives with
 #: the row-wise sparse Adam
@@ -168,5 +175,7 @@ def test_the_loss_gets_the_scores_of_the_tables(train, monkeypatch, tmp_path, ca
     if loss.logq:
         popularity = np.asarray((train != 0).sum(0)).ravel() ** 0.5
         logq = np.log(popularity / popularity.sum())
+        # (B, N) on every path, shared negatives' one row expanded (the losses' contract)
+        assert tuple(got["neg_logq"].shape) == negatives.shape == tuple(got["s_neg"].shape)
         np.testing.assert_allclose(_np(got["neg_logq"]), logq[negatives], rtol=1e-5)
     assert got["score_floor"] == (-1.0 / t if cosine else -math.inf)
