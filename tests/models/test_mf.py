@@ -765,3 +765,46 @@ def test_an_epochs_record_weights_each_step_by_its_examples(split, tmp_path, mon
     assert len(shares) == len(steps) and 0.0 < min(shares) < max(shares) <= 1.0
     assert record["clamped_fraction"] == pytest.approx(np.dot(sizes, shares) / n_pairs, rel=1e-6)
     assert set(record) == {"loss", "clamped_fraction"}
+
+
+def test_the_no_clip_bound_counts_adams_steps_across_epochs(split, tmp_path):
+    """train_epoch resets the bound at Adam's own step count (the bias correction its weight
+    bound uses shrinks with t: a count behind Adam's would be loose, one ahead unsafe), and each
+    step advances both by one."""
+    model = MF(**{**FAST, "batch_size": 128}, epochs=2, grad_clip=1.0,
+               checkpoint_dir=str(tmp_path / "bound"))
+    trainer = trainer_of(model, split.train.tocsr())
+    per_epoch = -(-split.train.nnz // 128)
+    for epoch in (1, 2, 3):
+        trainer.train_epoch(epoch)
+        adam_steps = int(trainer.optimizer.state[model._users]["step"])
+        assert adam_steps == epoch * per_epoch
+        assert trainer.no_clip_bound.steps == adam_steps
+
+
+@pytest.mark.parametrize("bad_step", ["first", "after_a_check", "last"])
+def test_an_epochs_first_non_finite_step_is_named(split, tmp_path, monkeypatch, bad_step):
+    """An epoch of more steps than the finiteness check's cadence (`_CHECK_EVERY`): a NaN loss
+    from one step on is reported at that step, 1-based, whether it is the first step, the one
+    after a check or the epoch's last."""
+    import torch
+
+    from linrec.models.training import NonFiniteLoss
+
+    model = MF(**{**FAST, "batch_size": 16}, epochs=1, checkpoint_dir=str(tmp_path / bad_step))
+    trainer = trainer_of(model, split.train.tocsr())
+    n_steps = -(-split.train.nnz // 16)
+    assert n_steps > mf_module._CHECK_EVERY + 1
+    first_bad = {"first": 1, "after_a_check": mf_module._CHECK_EVERY + 1,
+                 "last": n_steps}[bad_step]
+    real_loss, calls = mf_module.MFTrainer._batch_loss, []
+
+    def poisoned(self, batch):
+        calls.append(1)
+        value = real_loss(self, batch)
+        return value * torch.nan if len(calls) >= first_bad else value
+
+    monkeypatch.setattr(mf_module.MFTrainer, "_batch_loss", poisoned)
+    with pytest.raises(NonFiniteLoss) as raised:
+        trainer.train_epoch(1)
+    assert raised.value.step == first_bad and math.isnan(raised.value.value)

@@ -179,3 +179,37 @@ def test_the_loss_gets_the_scores_of_the_tables(train, monkeypatch, tmp_path, ca
         assert tuple(got["neg_logq"].shape) == negatives.shape == tuple(got["s_neg"].shape)
         np.testing.assert_allclose(_np(got["neg_logq"]), logq[negatives], rtol=1e-5)
     assert got["score_floor"] == (-1.0 / t if cosine else -math.inf)
+
+
+def test_a_plugin_loss_over_the_full_catalogue_with_positives_gets_their_scores(
+        train, monkeypatch, tmp_path):
+    """No built-in loss scores the whole catalogue and also takes sampled positives; a plugin's
+    may (the flags are public): its s_ppos are the full product's scores at the drawn positives,
+    (B, M), beside s_neg = every item's score."""
+    from dataclasses import dataclass
+
+    from linrec.models.losses import LossConfig
+
+    @dataclass
+    class CatalogueWithPositives(LossConfig):
+        full_catalogue = True
+        positives = True
+        name: str = "catalogue_with_positives"
+
+        def __call__(self, s_pos, s_neg, s_ppos=None, tau_plus=0.0, neg_logq=None,
+                     score_floor=-math.inf):
+            return s_neg.logsumexp(1) - s_pos - s_ppos.mean(1)
+
+    monkeypatch.setitem(LOSS_CONFIGS, "catalogue_with_positives", CatalogueWithPositives)
+    model = MF(checkpoint_dir=str(tmp_path), loss={"name": "catalogue_with_positives"},
+               similarity="dot", temperature=0.5, dropout=0.0, sampling={"n_positives": 3})
+    got, drawn, batch, trainer = _loss_inputs(model, train, monkeypatch)
+    users = _np(trainer.pair_users[batch]).astype(int)
+    extra = _np(drawn["positives"]).astype(int)
+    assert "negatives" not in drawn and extra.shape == (len(users), 3)
+    u, v = _expected_scores(model, users, False, 0.5, drawn)
+    au, av = np.abs(u), np.abs(v)
+    _same_products(got["s_neg"], u @ v.T, au @ av.T)
+    assert tuple(got["s_ppos"].shape) == extra.shape
+    _same_products(got["s_ppos"], np.einsum("bd,bmd->bm", u, v[extra]),
+                   np.einsum("bd,bmd->bm", au, av[extra]))
