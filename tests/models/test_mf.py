@@ -808,3 +808,23 @@ def test_an_epochs_first_non_finite_step_is_named(split, tmp_path, monkeypatch, 
     with pytest.raises(NonFiniteLoss) as raised:
         trainer.train_epoch(1)
     assert raised.value.step == first_bad and math.isnan(raised.value.value)
+
+
+def test_a_clipped_step_leaves_adams_weight_decay_as_configured(split, tmp_path, monkeypatch):
+    """A clipped step scales the full-table L2 term through Adam's weight decay for that step
+    only: after it the decay is reg again, so the next, unclipped step is not shrunk."""
+    import torch
+
+    model = MF(**FAST, epochs=1, reg=0.1, reg_mode="full_table", grad_clip=1e-3,
+               checkpoint_dir=str(tmp_path / "decay"))
+    trainer = trainer_of(model, split.train.tocsr())
+    coefficients, real = [], mf_module.mf_optim.clip_coefficient
+
+    def recorded(*args, **kwargs):
+        coefficients.append(real(*args, **kwargs))
+        return coefficients[-1]
+
+    monkeypatch.setattr(mf_module.mf_optim, "clip_coefficient", recorded)
+    trainer._step(torch.arange(0, 64))
+    assert coefficients and coefficients[-1] < 1.0
+    assert trainer.optimizer.param_groups[0]["weight_decay"] == 0.1
