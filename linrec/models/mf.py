@@ -33,6 +33,7 @@ from linrec.hardware import torch_threads
 from linrec.models import mf_optim
 from linrec.models.base import Recommender, Validation
 from linrec.models.configs import MFConfig
+from linrec.models.device import torch_device
 from linrec.models.linalg import thread_count
 from linrec.models.mf_ops import keep_freed_memory, normalize_rows, pair_scores, sampled_dot
 from linrec.models.samplers import TrainingSampler
@@ -164,8 +165,7 @@ class MF(Recommender):
         cfg = self.config
         with torch_threads(thread_count(self.num_threads)):
             keep_freed_memory()
-            if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-                raise ConfigError(f"mf.device={cfg.device!r}: CUDA is not available here")
+            torch_device(cfg.device, "mf.device")  # a clear error where the device is absent
             generator = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
             self._init_tables(*pattern.shape, generator)
             schedule = PlateauSchedule(cfg.lr_factor, cfg.lr_patience, cfg.min_lr,

@@ -21,6 +21,7 @@ from linrec.models import spectral as spectral_module
 from linrec.models.als import IALS, DebiasedIALS
 from linrec.models.ease import DLAE, EASE, EDLAE, DebiasedEASE, LowRankEDLAE
 from linrec.models.linalg import NotPositiveDefiniteError
+from linrec.models.mf import MF
 from linrec.models.spectral import LRR, ClosedFormMF, PureSVD, clear_spectrum_cache
 from tests.models.conftest import (
     binary_matrix,
@@ -187,7 +188,8 @@ def test_debiased_ials_on_the_device_equals_its_cpu_fit(target):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message where CUDA is absent")
 @pytest.mark.parametrize("make", [lambda: EASE(device="cuda"), lambda: PureSVD(device="cuda:0"),
                                   lambda: DebiasedEASE(device="cuda"),
-                                  lambda: IALS(backend="torch", device="cuda")])
+                                  lambda: IALS(backend="torch", device="cuda"),
+                                  lambda: MF(device="cuda:0", epochs=1)])
 def test_cuda_where_there_is_none_is_refused_before_any_work(X, make):
     with pytest.raises(ConfigError, match=r"\.device='cuda(:0)?': CUDA is not available here"):
         make().fit(X)

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 import linrec.models.mf as mf_module
 from linrec.data.pipeline import prepare_data
@@ -159,6 +160,9 @@ def test_early_stopping_restores_the_best_epoch(split, tmp_path, monkeypatch):
     np.testing.assert_array_equal(model.item_embeddings_, seen[1])
     lrs = [e["lr"] for e in model.history_]
     assert lrs[:3] == [0.01, 0.01, 0.01] and lrs[3] == pytest.approx(0.005)
+    # the training record a run writes to results.json
+    assert model.training_log() == {"epochs": model.history_, "best_epoch": 2,
+                                    "stop_reason": "early_stopping", "resumed_from": None}
 
 
 def test_the_dissertation_rule_stops_at_a_plateau_once_the_rate_is_minimal(split, tmp_path):
@@ -187,7 +191,8 @@ def test_the_plateau_schedule_is_torchs_reduce_lr_on_plateau(split, tmp_path):
     absolute threshold min_delta) lets it: the count of bad evaluations restarts after a cut."""
     import torch
 
-    metrics = [0.1, 0.2, 0.15, 0.18, 0.19, 0.2, 0.2, 0.25, 0.1, 0.1, 0.1, 0.1, 0.3, 0.3]
+    # 0.205 beats 0.2 by less than min_delta: not an improvement
+    metrics = [0.1, 0.2, 0.15, 0.18, 0.19, 0.205, 0.2, 0.25, 0.1, 0.1, 0.1, 0.1, 0.3, 0.3]
     for patience in (0, 1, 2):
         model = MF(**FAST, epochs=len(metrics), lr_patience=patience, min_lr=1e-4,
                    min_delta=0.01, checkpoint_dir=str(tmp_path / f"p{patience}"))
@@ -229,6 +234,42 @@ def test_simplex_schedule_reloads_the_best_parameters_on_a_plateau(split, tmp_pa
         np.testing.assert_array_equal(starts[after_plateau], seen[1])
     assert not np.array_equal(seen[2], seen[1])  # epoch 3 moved them: the reload undid it
     np.testing.assert_array_equal(model.item_embeddings_, seen[1])
+
+
+def test_the_tables_start_as_init_std_normals_from_the_seed_users_first(split, tmp_path):
+    """Before the first step: U then V drawn from one generator seeded by the model's seed."""
+    model = MF(**{**FAST, "init_std": 0.37}, seed=11, epochs=1, dim=5,
+               checkpoint_dir=str(tmp_path))
+    seen = []
+    model.fit(split.train, lambda m: seen.append((m.user_embeddings_.copy(),
+                                                    m.item_embeddings_.copy())) or 0.5)
+    stream = torch.Generator().manual_seed(11)
+    n_users, n_items = split.train.shape
+    users = torch.randn((n_users, 5), generator=stream).numpy() * 0.37
+    items = torch.randn((n_items, 5), generator=stream).numpy() * 0.37
+    trainer = trainer_of(MF(**{**FAST, "init_std": 0.37}, seed=11, dim=5), split.train)
+    np.testing.assert_array_equal(trainer.model.user_embeddings_, users.astype(np.float32))
+    np.testing.assert_array_equal(trainer.model.item_embeddings_, items.astype(np.float32))
+    assert trainer.model.n_items_ == n_items
+    assert trainer.model._users.requires_grad and trainer.model._items.requires_grad
+    # the fit started there: one epoch moved every table a little, none beyond a few lr steps
+    _, fitted_items = seen[0]
+    assert 0 < np.abs(fitted_items - items).max() < 20 * FAST["lr"]
+
+
+def test_a_fit_runs_on_its_num_threads_and_gives_torch_its_count_back(split, tmp_path,
+                                                                       monkeypatch):
+    monkeypatch.setenv("LINREC_THREADS", "1")  # what num_threads=None would take
+    before = torch.get_num_threads()
+    seen = []
+
+    def validation(model):
+        seen.append(torch.get_num_threads())
+        return 0.5
+
+    fit_model = MF(**FAST, epochs=2, num_threads=3, checkpoint_dir=str(tmp_path / "t"))
+    fit_model.fit(split.train, validation)
+    assert seen == [3, 3] and torch.get_num_threads() == before
 
 
 def test_eval_every_validates_on_its_epochs_and_the_last(split, tmp_path):
@@ -279,6 +320,8 @@ def test_a_model_trained_on_any_device_is_saved_to_score_on_the_cpu(split, tmp_p
     """A model trained on a GPU is written with its tables on the CPU and device "cpu", so that
     a machine without a GPU loads it and scores as the trained model did."""
     model = fit(split, tmp_path, "saved", epochs=1, device=device)
+    # fitted tables take no gradients: a user's torch code on them builds no autograd graph
+    assert not any(t.requires_grad for t in tensors_in(model.__dict__))
     model.save(tmp_path / "model.pkl")
     loaded = MF.load(tmp_path / "model.pkl")
     tensors = tensors_in(loaded.__dict__)
@@ -402,6 +445,29 @@ def test_bad_settings_are_clear_errors(split, tmp_path, params, match):
     with pytest.raises(ConfigError, match=match):
         MF(**params, checkpoint_dir=str(tmp_path / "bad")).fit(split.train)
     assert not (tmp_path / "bad").exists()  # refused before anything is written
+
+
+_UNBOUNDED = ("loss {} with dot-product scores is unbounded below (Li 2023, eqs. 84–86): expect "
+              "diverging embeddings unless reg is large; cosine is safer")
+
+
+@pytest.mark.parametrize(("params", "said"), [
+    ({"loss": {"name": "mine"}, "similarity": "dot"}, ("WARNING", _UNBOUNDED.format("mine"))),
+    ({"loss": {"name": "infonce_plus"}, "similarity": "dot"},
+     ("WARNING", _UNBOUNDED.format("infonce_plus"))),
+    ({"loss": {"name": "mine"}}, None),  # cosine scores are bounded
+    ({"loss": {"name": "bpr"}, "similarity": "dot"}, None),
+    ({"loss": {"name": "softmax"}, "sampling": {"negatives": "shared"}},
+     ("INFO", "loss softmax scores every item: the negative sampler is not used")),
+    ({"loss": {"name": "softmax"}}, None),
+    ({"sampling": {"negatives": "shared"}}, None),  # CCL uses its negatives
+])
+def test_a_fit_says_what_its_settings_make_of_the_loss(tmp_path, caplog, params, said):
+    model = MF(**params, checkpoint_dir=str(tmp_path))
+    with caplog.at_level("INFO", logger=mf_module.log.name):
+        model._check_config()
+    assert [(r.levelname, r.getMessage()) for r in caplog.records
+            if r.name == mf_module.log.name] == ([said] if said else [])
 
 
 def test_a_cosine_loss_with_dot_scores_fails_at_composition():
@@ -765,6 +831,24 @@ def test_an_epochs_record_weights_each_step_by_its_examples(split, tmp_path, mon
     assert len(shares) == len(steps) and 0.0 < min(shares) < max(shares) <= 1.0
     assert record["clamped_fraction"] == pytest.approx(np.dot(sizes, shares) / n_pairs, rel=1e-6)
     assert set(record) == {"loss", "clamped_fraction"}
+
+
+@pytest.mark.parametrize("reg_mode", ["full_table", "batch_rows"])
+def test_a_resumed_adam_takes_its_weight_decay_from_the_config_not_the_checkpoint(
+        split, tmp_path, reg_mode):
+    """The full-table L2 gradient is Adam's weight decay; a checkpoint whose optimizer state
+    holds another one (written by a linrec that added the L2 term itself, or by a clipped step's
+    scaled value) resumes with reg (full_table) or 0 (batch_rows), the config's."""
+    model = MF(**FAST, reg=0.05, reg_mode=reg_mode, checkpoint_dir=str(tmp_path))
+    trainer = trainer_of(model, split.train)
+    trainer.train_epoch(1)
+    state = trainer.state_dict()
+    state["optimizer"]["param_groups"][0]["weight_decay"] = 0.0125
+    resumed = trainer_of(model, split.train)
+    resumed.load_state_dict(state)
+    want = 0.05 if reg_mode == "full_table" else 0.0
+    assert [group["weight_decay"] for group in resumed.optimizer.param_groups] == [want]
+    assert resumed.optimizer.state_dict()["state"].keys() == state["optimizer"]["state"].keys()
 
 
 def test_the_no_clip_bound_counts_adams_steps_across_epochs(split, tmp_path):

@@ -213,3 +213,37 @@ def test_a_plugin_loss_over_the_full_catalogue_with_positives_gets_their_scores(
     assert tuple(got["s_ppos"].shape) == extra.shape
     _same_products(got["s_ppos"], np.einsum("bd,bmd->bm", u, v[extra]),
                    np.einsum("bd,bmd->bm", au, av[extra]))
+
+
+def test_a_plugin_loss_with_diagnostics_gets_the_log_q_of_its_negatives(train, monkeypatch,
+                                                                        tmp_path):
+    """A loss that writes diagnostics (`stats`) is called on their own branch of the step: a
+    plugin's that also takes log q (no built-in loss does both) gets the (B, N) log q of its
+    popularity negatives there, and its diagnostic is summed per example."""
+    from dataclasses import dataclass
+
+    from linrec.models.losses import LossConfig
+
+    @dataclass
+    class LogqWithStats(LossConfig):
+        logq = True
+        stats = ("mean_logq",)
+        name: str = "logq_with_stats"
+
+        def __call__(self, s_pos, s_neg, s_ppos=None, tau_plus=0.0, neg_logq=None,
+                     score_floor=-math.inf, stats=None):
+            if stats is not None:
+                stats["mean_logq"] = neg_logq.mean().detach()
+            return torch.cat([s_pos[:, None], s_neg - neg_logq], 1).logsumexp(1) - s_pos
+
+    monkeypatch.setitem(LOSS_CONFIGS, "logq_with_stats", LogqWithStats)
+    model = MF(checkpoint_dir=str(tmp_path), loss={"name": "logq_with_stats"}, dropout=0.0,
+               sampling={"n_negatives": 5, "pool": "popularity", "popularity_beta": 0.5})
+    got, drawn, batch, trainer = _loss_inputs(model, train, monkeypatch)
+    negatives = _np(drawn["negatives"][0]).astype(int)
+    popularity = np.asarray((train != 0).sum(0)).ravel() ** 0.5
+    logq = np.log(popularity / popularity.sum())[negatives]
+    assert negatives.shape == (len(batch), 5)
+    np.testing.assert_allclose(_np(got["neg_logq"]), logq, rtol=1e-5)
+    np.testing.assert_allclose(float(trainer._stat_sums["mean_logq"]),
+                               logq.mean() * len(batch), rtol=1e-5)
