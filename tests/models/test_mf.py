@@ -36,8 +36,6 @@ def split():
 
 def trainer_of(model: MF, train) -> mf_module.MFTrainer:
     """The trainer of a fit of `model` on `train`, its tables drawn as a fit draws them."""
-    import torch
-
     generator = torch.Generator().manual_seed(model.config.seed)
     model._init_tables(*train.shape, generator)
     return mf_module.MFTrainer(model, train, generator)
@@ -189,8 +187,6 @@ def scripted(values, seen=None):
 def test_the_plateau_schedule_is_torchs_reduce_lr_on_plateau(split, tmp_path):
     """With a patience, the rate falls as torch.optim.lr_scheduler.ReduceLROnPlateau(mode=max,
     absolute threshold min_delta) lets it: the count of bad evaluations restarts after a cut."""
-    import torch
-
     # 0.205 beats 0.2 by less than min_delta: not an improvement
     metrics = [0.1, 0.2, 0.15, 0.18, 0.19, 0.205, 0.2, 0.25, 0.1, 0.1, 0.1, 0.1, 0.3, 0.3]
     for patience in (0, 1, 2):
@@ -337,8 +333,6 @@ def test_batch_rows_penalises_the_batch_user_and_positive_rows(split, tmp_path):
     sampled negatives' rows are not penalised)."""
     import dataclasses
 
-    import torch
-
     model = MF(**FAST, epochs=1, reg=0.3, reg_mode="batch_rows", dropout=0.0,
                checkpoint_dir=str(tmp_path / "rows"))
     trainer = trainer_of(model, split.train.tocsr())
@@ -369,7 +363,6 @@ def test_a_diverging_loss_names_the_epoch_and_step_and_keeps_the_last_checkpoint
     monkeypatch.setattr(mf_module.MFTrainer, "_batch_loss", diverging)
     with pytest.raises(NumericalError, match=r"nan at epoch 2, step 4; lower model.lr"):
         fit(split, tmp_path, "nan", validation=False, epochs=3, batch_size=512)
-    import torch
 
     saved = torch.load(tmp_path / "nan" / training.CHECKPOINT_FILE, weights_only=False)
     assert saved["epoch"] == 1 and len(saved["history"]) == 1
@@ -508,8 +501,6 @@ def test_a_step_is_the_textbook_l2_clip_and_adam_step(split, tmp_path, monkeypat
     (reg/2)‖W‖², its gradient by autograd, the global-norm clip (coefficient
     clip/(‖g‖ + 1e-6), at most 1) and Adam's update (β = 0.9, 0.999, ε = 1e-8, bias-corrected)
     in plain tensor arithmetic."""
-    import torch
-
     reg, lr = 0.05, FAST["lr"]
     model = MF(**FAST, reg=reg, grad_clip=clip, dropout=0.0,
                checkpoint_dir=str(tmp_path / "step"))
@@ -570,8 +561,6 @@ def test_the_no_clip_bound_skips_the_exact_norm_without_changing_a_number(split,
     weight bound; sparse_adam: the float64 sum of the values' squares); three epochs in which
     some steps are clipped, some skipped and some computed exactly end with the tables and
     losses of the same run that always computes the exact norm."""
-    import torch
-
     def run(name):
         model = MF(**{**FAST, **settings}, reg=1e-4, grad_clip=clip,
                    checkpoint_dir=str(tmp_path / name))
@@ -601,8 +590,6 @@ def test_the_no_clip_bound_skips_the_exact_norm_without_changing_a_number(split,
 def test_the_weight_norm_bound_holds_through_adam_steps(fused):
     """B_t ≥ ‖W_t‖ after every Adam step, for gradients that push every weight the same way
     (the fastest drift) or at random, with weight decay, a large rate and a rate cut."""
-    import torch
-
     generator = torch.Generator().manual_seed(0)
     tables = [torch.randn((n, 8), generator=generator).requires_grad_(True) for n in (50, 30)]
     optimizer = torch.optim.Adam(tables, lr=0.5, weight_decay=0.1, fused=fused)
@@ -624,8 +611,6 @@ def test_the_weight_norm_bound_holds_through_adam_steps(fused):
 def test_the_no_clip_bound_never_skips_a_clipped_step():
     """Whenever `unclipped` says so, the exact clipping coefficient is 1.0: random gradients
     scaled around the threshold, with the L2 term, the user gradient on the batch's rows."""
-    import torch
-
     generator = torch.Generator().manual_seed(1)
     tables = [torch.randn((n, 16), generator=generator).requires_grad_(True) for n in (40, 60)]
     users = torch.tensor([3, 7, 7, 12, 30])
@@ -650,8 +635,6 @@ def test_the_sparse_no_clip_bound_never_skips_a_clipped_step():
     """For coalesced sparse gradients (sparse_adam), `unclipped` is True only when the exact
     clipping coefficient is 1.0, down to norms a few float32 ulps from the threshold, and it
     lets most steps below the threshold through."""
-    import torch
-
     generator = torch.Generator().manual_seed(2)
     tables = [torch.zeros((n, 16)).requires_grad_(True) for n in (40, 60)]
     rows = [torch.tensor([3, 7, 12, 30]), torch.tensor([0, 5, 6, 59, 20, 41])]
@@ -680,7 +663,6 @@ def test_the_batch_rows_l2_term_on_the_scored_rows_keeps_the_sparse_gradient(spl
     are those it had when the term gathered its own rows."""
     import dataclasses
 
-    import torch
     import torch.nn.functional as F
 
     model = MF(**{**FAST, **SPARSE}, reg=0.05, dropout=0.2, checkpoint_dir=str(tmp_path))
@@ -720,7 +702,6 @@ def test_the_row_adam_is_torchs_sparse_adam_bitwise(n_rows, dim, draws, dtype):
     """The compiled row update against torch's SparseAdam, bit for bit (torch's vectorised
     square root is not always the correctly rounded one: ours calls it, so wide rows are
     covered too)."""
-    import torch
     import torch.nn.functional as F
 
     g = torch.Generator().manual_seed(0)
@@ -747,8 +728,6 @@ def test_sparse_adam_moves_only_the_rows_a_step_touches(split, tmp_path):
     """Lazy Adam: the batch's users, positives and shared negatives change, nothing else;
     plain Adam with the full-table L2 moves every row. (InfoNCE: every negative gets a
     gradient; CCL's negatives below the margin would get none and stay put.)"""
-    import torch
-
     shared = {**FAST, "batch_size": 8, "sampling": {"negatives": "shared", "n_negatives": 5},
               "loss": {"name": "infonce"}, "temperature": 0.2}
     for params, moves_all in (({"optimizer": "sparse_adam", "reg_mode": "batch_rows"}, False),
@@ -871,8 +850,6 @@ def test_an_epochs_first_non_finite_step_is_named(split, tmp_path, monkeypatch, 
     """An epoch of more steps than the finiteness check's cadence (`_CHECK_EVERY`): a NaN loss
     from one step on is reported at that step, 1-based, whether it is the first step, the one
     after a check or the epoch's last."""
-    import torch
-
     from linrec.models.training import NonFiniteLoss
 
     model = MF(**{**FAST, "batch_size": 16}, epochs=1, checkpoint_dir=str(tmp_path / bad_step))
@@ -897,8 +874,6 @@ def test_an_epochs_first_non_finite_step_is_named(split, tmp_path, monkeypatch, 
 def test_a_clipped_step_leaves_adams_weight_decay_as_configured(split, tmp_path, monkeypatch):
     """A clipped step scales the full-table L2 term through Adam's weight decay for that step
     only: after it the decay is reg again, so the next, unclipped step is not shrunk."""
-    import torch
-
     model = MF(**FAST, epochs=1, reg=0.1, reg_mode="full_table", grad_clip=1e-3,
                checkpoint_dir=str(tmp_path / "decay"))
     trainer = trainer_of(model, split.train.tocsr())
