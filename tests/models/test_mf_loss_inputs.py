@@ -74,6 +74,12 @@ def _np(x) -> np.ndarray:
     return x.detach().cpu().double().numpy()
 
 
+def _popularity_logq(train, beta: float) -> np.ndarray:
+    """log q(j) of the popularity pool, q ∝ (training count of j)^beta: float64 (n_items,)."""
+    popularity = np.asarray((train != 0).sum(0)).ravel() ** beta
+    return np.log(popularity / popularity.sum())
+
+
 def _same_products(got, want: np.ndarray, magnitude: np.ndarray) -> None:
     """got (float32 products of d terms) within d·2⁻²³·Σ|terms| of want (float64): the
     rounding bound of a float32 dot product, doubled for the rounded inputs."""
@@ -173,8 +179,7 @@ def test_the_loss_gets_the_scores_of_the_tables(train, monkeypatch, tmp_path, ca
     else:
         assert got["s_ppos"] is None and got["tau_plus"] == 0.0
     if loss.logq:
-        popularity = np.asarray((train != 0).sum(0)).ravel() ** 0.5
-        logq = np.log(popularity / popularity.sum())
+        logq = _popularity_logq(train, 0.5)
         # (B, N) on every path, shared negatives' one row expanded (the losses' contract)
         assert tuple(got["neg_logq"].shape) == negatives.shape == tuple(got["s_neg"].shape)
         np.testing.assert_allclose(_np(got["neg_logq"]), logq[negatives], rtol=1e-5)
@@ -241,8 +246,7 @@ def test_a_plugin_loss_with_diagnostics_gets_the_log_q_of_its_negatives(train, m
                sampling={"n_negatives": 5, "pool": "popularity", "popularity_beta": 0.5})
     got, drawn, batch, trainer = _loss_inputs(model, train, monkeypatch)
     negatives = _np(drawn["negatives"][0]).astype(int)
-    popularity = np.asarray((train != 0).sum(0)).ravel() ** 0.5
-    logq = np.log(popularity / popularity.sum())[negatives]
+    logq = _popularity_logq(train, 0.5)[negatives]
     assert negatives.shape == (len(batch), 5)
     np.testing.assert_allclose(_np(got["neg_logq"]), logq, rtol=1e-5)
     np.testing.assert_allclose(float(trainer._stat_sums["mean_logq"]),
