@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from linrec.config import run_config
+from linrec.figure_process import FigureProcess
 from linrec.fitting import fit_and_evaluate, training_record
 from linrec.plugins import load_plugins
 from linrec.results import print_run, run_record, write_run
@@ -32,20 +33,23 @@ def run(cfg: Any, run_dir: str | Path, overrides: Sequence[str] = (), *,
         from linrec.studies import run_study
 
         return run_study(config, Path(run_dir))
-    t0 = time.perf_counter()
-    prepared = prepare_data(config.data)
-    data_seconds = time.perf_counter() - t0
-    model, report, timings = fit_and_evaluate(config, config.model, prepared)
-    if report.selection_split == "test":
-        log.warning("no validation split: the returned selection metric (%s) is a test metric; "
-                    "do not tune hyper-parameters on it", report.selection_metric)
-    record = run_record(dataset={"name": prepared.name, **prepared.stats},
-                        model=config.model.name, report=report,
-                        timings={"data": data_seconds, **timings}, config=config.to_dict(),
-                        seed=config.seed, overrides=overrides, training=training_record(model))
-    path = write_run(run_dir, record, report, save_ranks=config.save_ranks,
-                     per_user=config.eval.save_per_user, figures=config.figures,
-                     model=model if config.save_model else None,
-                     user_ids=prepared.split.user_ids)
+    with FigureProcess(config.figures) as figures:  # matplotlib loads during the fit
+        t0 = time.perf_counter()
+        prepared = prepare_data(config.data)
+        data_seconds = time.perf_counter() - t0
+        model, report, timings = fit_and_evaluate(config, config.model, prepared)
+        if report.selection_split == "test":
+            log.warning("no validation split: the returned selection metric (%s) is a test "
+                        "metric; do not tune hyper-parameters on it", report.selection_metric)
+        record = run_record(dataset={"name": prepared.name, **prepared.stats},
+                            model=config.model.name, report=report,
+                            timings={"data": data_seconds, **timings},
+                            config=config.to_dict(), seed=config.seed, overrides=overrides,
+                            training=training_record(model))
+        path = write_run(run_dir, record, report, save_ranks=config.save_ranks,
+                         per_user=config.eval.save_per_user, figures=config.figures,
+                         draw_figures=figures.draw,
+                         model=model if config.save_model else None,
+                         user_ids=prepared.split.user_ids)
     print_run(record, path, quiet=config.quiet, verbose=config.verbose, in_sweep=in_sweep)
     return report.selection_value

@@ -12,7 +12,7 @@ import platform
 import re
 import socket
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -293,9 +293,11 @@ def run_record(*, dataset: Mapping[str, Any], model: str, report: Any,
 
 def write_run(run_dir: str | Path, record: Mapping[str, Any], report: Any, *,
               save_ranks: bool = True, per_user: bool = False, model: Any = None,
-              figures: bool = True, user_ids: np.ndarray | None = None) -> Path:
+              figures: bool = True, draw_figures: Callable[..., list[Path]] | None = None,
+              user_ids: np.ndarray | None = None) -> Path:
     """Write a run directory: ranks.npz (and ranks_<split>.npz), per_user_<split>.parquet when
-    `per_user`, model.pkl when `model` is given, the run's figures (`plots.run_figures`), then
+    `per_user`, model.pkl when `model` is given, the run's figures (`draw_figures(record,
+    run_dir)`, by default `plots.run_figures`; `figure_process.FigureProcess.draw`), then
     results.json last, so that a complete results.json means a complete run; an earlier FAILED
     marker is removed."""
     run_dir = Path(run_dir)
@@ -309,9 +311,9 @@ def write_run(run_dir: str | Path, record: Mapping[str, Any], report: Any, *,
     if model is not None:
         model.save(run_dir / "model.pkl")
     if figures:
-        from linrec.plots import run_figures
-
-        run_figures(_jsonable(record), run_dir)
+        if draw_figures is None:
+            from linrec.plots import run_figures as draw_figures
+        draw_figures(_jsonable(record), run_dir)
     path = write_json_atomic(run_dir / RESULTS_FILE, record)
     (run_dir / FAILED_FILE).unlink(missing_ok=True)
     return path

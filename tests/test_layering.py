@@ -23,7 +23,7 @@ LAYERS = (
     ("studies", ("linrec.studies",)),
     ("report", ("linrec.report", "linrec.recommend", "linrec.testing")),
     ("fitting and sweeps", ("linrec.fitting", "linrec.sweeps")),
-    ("results and figures", ("linrec.results", "linrec.plots")),
+    ("results and figures", ("linrec.results", "linrec.plots", "linrec.figure_process")),
     ("configs", ("linrec.config", "linrec.study_configs", "linrec.hydra_compat")),
     ("data, evaluation, models", ("linrec.data", "linrec.eval", "linrec.models")),
     ("base", ("linrec", *BASE)),

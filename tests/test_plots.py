@@ -57,12 +57,9 @@ def _not_blank(path) -> None:
     assert pixels.std() > 10 and (pixels < 128).mean() > 0.003
 
 
-def test_every_run_figure_is_drawn_from_the_record(tmp_path):
-    """The figures a run writes, from a results.json-shaped record: the sampled metric and the
-    estimators' relative error against K, the sampled-rank histogram, the training curve (PNG
-    and PDF each), checked to be drawn, not blank."""
-    from linrec.plots import run_figures
-
+def figure_record() -> dict:
+    """A results.json-shaped record with everything a run draws: a test split's sampled
+    setting (exact, naive and MLE curves, a rank histogram) and a training log."""
     ks = np.arange(1, 51)
     exact = 0.4 * (1 - np.exp(-ks / 10))
     setting = {"protocol": {"sample_size": 100, "repeats": 5},
@@ -71,14 +68,26 @@ def test_every_run_figure_is_drawn_from_the_record(tmp_path):
                           "mle": {"ndcg": (exact * 0.97).tolist()}},
                "rank_histogram": {"rank": list(range(1, 102)),
                                   "count": (1000 / np.arange(1, 102)).astype(int).tolist()}}
-    record = {"splits": {"test": {"sampled": {"n=100": setting}}},
-              "training": {"epochs": [{"epoch": e, "loss": 1 / e, "valid": 0.1 + 0.01 * e,
-                                       "lr": 1e-3} for e in range(1, 8)]}}
-    written = run_figures(record, tmp_path)
+    return {"splits": {"test": {"sampled": {"n=100": setting}}},
+            "training": {"epochs": [{"epoch": e, "loss": 1 / e, "valid": 0.1 + 0.01 * e,
+                                     "lr": 1e-3} for e in range(1, 8)]}}
+
+
+#: the files `run_figures` writes for `figure_record()`
+FIGURE_FILES = sorted(f"{stem}.{fmt}" for stem in (
+    "sampled_ndcg_test", "estimator_error_ndcg_test", "sampled_ranks_test", "training_curve")
+    for fmt in ("png", "pdf"))
+
+
+def test_every_run_figure_is_drawn_from_the_record(tmp_path):
+    """The figures a run writes, from a results.json-shaped record: the sampled metric and the
+    estimators' relative error against K, the sampled-rank histogram, the training curve (PNG
+    and PDF each), checked to be drawn, not blank."""
+    from linrec.plots import run_figures
+
+    written = run_figures(figure_record(), tmp_path)
     names = sorted(p.name for p in written)
-    assert names == sorted(f"{stem}.{fmt}" for stem in (
-        "sampled_ndcg_test", "estimator_error_ndcg_test", "sampled_ranks_test",
-        "training_curve") for fmt in ("png", "pdf"))
+    assert names == FIGURE_FILES
     for path in written:
         if path.suffix == ".png":
             _not_blank(path)

@@ -33,8 +33,11 @@ TARGETS = {"linrec (cold)": 5.0, "linrec (warm)": 3.0, "linrec --version": 1.0,
 
 
 def fresh_environment(root: Path) -> dict[str, str]:
-    """Empty HOME, caches, data directory and numba cache below `root`."""
+    """Empty HOME, caches, data directory and numba cache below `root`; bytecode cached as
+    Python does by default."""
     env = dict(os.environ)
+    # a user's Python caches compiled bytecode (this workplace's shells turn that off)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     for name, sub in (("HOME", "home"), ("XDG_CACHE_HOME", "cache"), ("LINREC_DATA", "data"),
                       ("NUMBA_CACHE_DIR", "numba"), ("MPLCONFIGDIR", "matplotlib")):
         (root / sub).mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,196 @@
+"""A run's figures drawn by a child process started with the run.
+
+Importing matplotlib and its PDF backend and drawing a first figure (fonts, caches) takes about
+as long as drawing the run's figures themselves. A run that would import matplotlib only for
+its figures starts `FigureProcess` before its data and fit: the child imports and warms the
+renderer on a core that the fit and evaluation leave mostly idle, waits for the run's record on
+its stdin, draws `plots.run_figures` into the run directory and answers with the written paths
+on its stdout. The run then waits only for the drawing (timings: experiments/README.md).
+
+The child only saves time, it never decides an outcome: whenever it cannot answer (it did not
+start, it died, it raised), the run draws the figures itself, so an error is raised in the run
+with its own traceback and the files are the same either way. The child ignores SIGINT (Ctrl-C
+reaches the whole process group; the run decides), exits when its stdin closes (also when the
+run is killed outright), and is ended by the run on every other way out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+log = logging.getLogger("linrec")
+
+#: seconds the run waits for an ended child to exit before killing it
+_EXIT_WAIT = 5.0
+
+
+def _package_root() -> str:
+    """The directory that holds this linrec package: the child imports the same sources."""
+    return str(Path(__file__).resolve().parents[1])
+
+
+class FigureProcess:
+    """`with FigureProcess(enabled) as figures: ... figures.draw(record, run_dir)`.
+
+    enabled: False starts no child (`draw` then draws in-process, as for a child that failed).
+    reuse_loaded: start none either when matplotlib is already imported in this process (a
+    notebook, a process that drew before): drawing here is then as fast."""
+
+    def __init__(self, enabled: bool = True, *, reuse_loaded: bool = True) -> None:
+        self.enabled = enabled
+        self.reuse_loaded = reuse_loaded
+        self._child: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> FigureProcess:
+        loaded = self.reuse_loaded and "matplotlib.figure" in sys.modules
+        if self.enabled and not loaded:
+            self._child = _start_child()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close(stop=error is not None)
+
+    @property
+    def child_pid(self) -> int | None:
+        """The child's process id while it runs (None: no child)."""
+        return None if self._child is None else self._child.pid
+
+    def draw(self, record: Mapping[str, Any], run_dir: str | Path) -> list[Path]:
+        """The figures of the run record `record` (JSON-ready, as results.json holds it) in
+        `run_dir`, by the child when it answers, else in this process: the written paths."""
+        start = time.perf_counter()
+        written = self._draw_in_child(record, Path(run_dir))
+        if written is None:
+            from linrec.plots import run_figures
+
+            written = run_figures(record, run_dir)
+            log.info("%d figure files drawn in %.2fs", len(written), time.perf_counter() - start)
+        else:
+            log.info("%d figure files drawn by the figure process; the run waited %.2fs",
+                     len(written), time.perf_counter() - start)
+        return written
+
+    def _draw_in_child(self, record: Mapping[str, Any], run_dir: Path) -> list[Path] | None:
+        child, self._child = self._child, None
+        if child is None:
+            return None
+        try:
+            assert child.stdin is not None and child.stdout is not None
+            child.stdin.write(json.dumps({"record": record, "run_dir": str(run_dir)}) + "\n")
+            child.stdin.close()
+            answer = child.stdout.readline()
+        except (OSError, ValueError):  # the child has gone: its pipe is broken
+            answer = ""
+        finally:
+            _end(child)
+        try:
+            paths = json.loads(answer)["written"] if answer else None
+        except (ValueError, KeyError, TypeError):
+            paths = None
+        if paths is None:
+            log.info("the figure process did not answer (exit %s); drawing in-process",
+                      child.returncode)
+            return None
+        return [Path(p) for p in paths]
+
+    def close(self, stop: bool = False) -> None:
+        """End the child, if one is still running (idempotent): let it exit, or with `stop`
+        (the run failed or was interrupted) terminate it at once."""
+        child, self._child = self._child, None
+        if child is not None:
+            if stop:
+                child.terminate()
+            _end(child)
+
+
+def _start_child() -> subprocess.Popen[str] | None:
+    code = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "  # first of all
+            f"import sys; sys.path.insert(0, {_package_root()!r}); "
+            "from linrec.figure_process import serve; serve()")
+    try:
+        return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True, encoding="utf-8")
+    except OSError as exc:  # no process to spare: the run draws its figures itself
+        log.info("no figure process (%s); the run draws its figures itself", exc)
+        return None
+
+
+def _end(child: subprocess.Popen[str]) -> None:
+    """Close the child's pipes and wait for it to exit; terminate it, then kill it, when it
+    does not."""
+    for pipe in (child.stdin, child.stdout):
+        if pipe is not None:
+            try:
+                pipe.close()
+            except OSError:
+                pass
+    try:
+        child.wait(timeout=_EXIT_WAIT)
+    except subprocess.TimeoutExpired:
+        child.terminate()
+        try:
+            child.wait(timeout=_EXIT_WAIT)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def _warm_up() -> None:
+    """Draw a small figure with what the run's figures use (log axes, markers, a legend, a
+    title) to PNG and PDF in memory: imports the PDF backend and loads the fonts."""
+    import io
+
+    from matplotlib.figure import Figure
+
+    from linrec.plots import log_scale, tight_box
+
+    fig = Figure(figsize=(2.0, 2.0))
+    ax = fig.add_subplot()
+    ax.plot([1, 2, 3], [0.01, 0.1, 1.0], marker="o", label="warm-up")
+    log_scale(ax, "y")
+    ax.set_title("warm-up")
+    ax.set_xlabel("K")
+    ax.legend()
+    box = tight_box(fig)
+    for fmt in ("png", "pdf"):
+        fig.savefig(io.BytesIO(), format=fmt, bbox_inches=box)
+
+
+def serve(stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> None:
+    """The child's side: warm the renderer, read one request ({"record", "run_dir"}) from
+    stdin, draw it, answer {"written": [paths]} on stdout. Exits quietly on an empty stdin
+    (the run ended without figures); an error leaves the answer empty, so the run draws
+    itself and raises it there."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # also when served by other means than the run
+    stdin = sys.stdin if stdin is None else stdin
+    if stdout is None:  # answers go to the real stdout; anything a library prints, to stderr
+        stdout = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    try:
+        _warm_up()
+    except Exception:  # noqa: BLE001 - the run draws the figures itself and reports the error
+        return
+    line = stdin.readline()
+    if not line:
+        return
+    from linrec.plots import run_figures
+
+    request = json.loads(line)
+    try:
+        written = run_figures(request["record"], request["run_dir"])
+    except Exception:  # noqa: BLE001 - as above
+        return
+    stdout.write(json.dumps({"written": [str(p) for p in written]}) + "\n")
+    stdout.flush()
+    os._exit(0)  # nothing is left to flush or close: skip the interpreter's teardown

@@ -1,0 +1,155 @@
+"""linrec.figure_process: a run's figures drawn by a child process, the same files as drawn
+in-process, the run drawing them itself whenever the child cannot, and no process left."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from linrec.figure_process import FigureProcess
+from linrec.plots import run_figures
+from tests.test_plots import FIGURE_FILES, figure_record
+
+#: how long a test waits for a process to go (a guard against a hang, not a timing)
+GUARD = 30.0
+
+
+@pytest.fixture(autouse=True)
+def fixed_pdf_date(monkeypatch):
+    """PDFs carry their creation date; a fixed one (read by matplotlib, inherited by the child)
+    lets two drawings be compared byte for byte."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (reaped, or a zombie waiting for a parent that is gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def _wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + GUARD
+    while not _gone(pid):
+        assert time.monotonic() < deadline, f"process {pid} is still running"
+        time.sleep(0.05)
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def test_the_child_draws_the_files_the_run_draws_itself(tmp_path, caplog):
+    record = figure_record()
+    reference = tmp_path / "in_process"
+    reference.mkdir()
+    run_figures(record, reference)
+    drawn = tmp_path / "child"
+    drawn.mkdir()
+    with caplog.at_level(logging.INFO, logger="linrec"), \
+            FigureProcess(reuse_loaded=False) as figures:
+        pid = figures.child_pid
+        assert pid is not None and pid != os.getpid()
+        written = figures.draw(record, drawn)
+        assert figures.child_pid is None
+    assert "drawn by the figure process" in caplog.text
+    assert sorted(p.name for p in written) == FIGURE_FILES
+    assert all(p.parent == drawn for p in written)
+    assert _files(drawn) == _files(reference)
+    _wait_gone(pid)
+
+
+def test_a_child_that_died_leaves_the_drawing_to_the_run(tmp_path, caplog):
+    record = figure_record()
+    with caplog.at_level(logging.INFO, logger="linrec"), \
+            FigureProcess(reuse_loaded=False) as figures:
+        os.kill(figures.child_pid, signal.SIGKILL)
+        _wait_gone(figures.child_pid)
+        written = figures.draw(record, tmp_path)
+    assert "did not answer" in caplog.text and "drawn by the figure process" not in caplog.text
+    assert sorted(p.name for p in written) == FIGURE_FILES == sorted(os.listdir(tmp_path))
+
+
+def test_an_error_in_the_child_is_raised_by_the_run_drawing_itself(tmp_path, caplog):
+    """A record that cannot be drawn (curves of different lengths): the child answers nothing,
+    and the run raises matplotlib's own error from its own drawing."""
+    record = figure_record()
+    record["splits"]["test"]["sampled"]["n=100"]["curves"]["naive"]["ndcg"] = [0.1, 0.2]
+    with pytest.raises(ValueError, match="same first dimension") as expected:
+        run_figures(record, tmp_path / "reference")
+    with caplog.at_level(logging.INFO, logger="linrec"), \
+            FigureProcess(reuse_loaded=False) as figures:
+        pid = figures.child_pid
+        with pytest.raises(ValueError) as raised:
+            figures.draw(record, tmp_path)
+    assert str(raised.value) == str(expected.value)
+    assert "did not answer" in caplog.text
+    _wait_gone(pid)
+
+
+def _ignores_sigint(pid: int) -> bool:
+    ignored = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                   if line.startswith("SigIgn:"))
+    return bool(int(ignored.split()[1], 16) >> (signal.SIGINT - 1) & 1)
+
+
+def test_ctrl_c_reaches_the_run_not_the_child(tmp_path, caplog):
+    """SIGINT reaches a terminal's whole process group; the child ignores it (from its first
+    statement on) and still draws."""
+    with caplog.at_level(logging.INFO, logger="linrec"), \
+            FigureProcess(reuse_loaded=False) as figures:
+        deadline = time.monotonic() + GUARD
+        while not _ignores_sigint(figures.child_pid):
+            assert time.monotonic() < deadline, "the child never ignored SIGINT"
+            time.sleep(0.01)
+        os.kill(figures.child_pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert not _gone(figures.child_pid)
+        written = figures.draw(figure_record(), tmp_path)
+    assert "drawn by the figure process" in caplog.text
+    assert sorted(p.name for p in written) == FIGURE_FILES
+
+
+def test_a_failed_run_leaves_no_child():
+    with pytest.raises(RuntimeError, match="the fit failed"), \
+            FigureProcess(reuse_loaded=False) as figures:
+        pid = figures.child_pid
+        raise RuntimeError("the fit failed")
+    assert _gone(pid) and figures.child_pid is None
+
+
+def test_without_figures_or_with_matplotlib_loaded_no_child_starts(tmp_path):
+    with FigureProcess(enabled=False, reuse_loaded=False) as figures:
+        assert figures.child_pid is None
+    assert "matplotlib.figure" in sys.modules  # imported by linrec.plots above
+    with FigureProcess() as figures:
+        assert figures.child_pid is None
+        written = figures.draw(figure_record(), tmp_path)
+    assert sorted(p.name for p in written) == FIGURE_FILES
+
+
+def test_the_child_exits_when_the_run_is_killed_outright():
+    """SIGKILL leaves the run no way to end its child: the child sees its stdin close."""
+    code = ("import time; from linrec.figure_process import FigureProcess\n"
+            "with FigureProcess() as figures:\n"
+            "    print(figures.child_pid, flush=True)\n"
+            "    time.sleep(600)\n")
+    run = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(run.stdout.readline())
+        assert not _gone(child)
+        run.kill()
+        run.wait(timeout=GUARD)
+        _wait_gone(child)
+    finally:
+        run.kill()
+        run.stdout.close()
