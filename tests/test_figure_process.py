@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from linrec.figure_process import FigureProcess
+from linrec.figure_process import NICENESS, FigureProcess
 from linrec.plots import run_figures
 from tests.test_plots import FIGURE_FILES, figure_record
 
@@ -44,6 +44,10 @@ def _wait_gone(pid: int) -> None:
         time.sleep(0.05)
 
 
+def _niceness(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
 def _files(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
 
@@ -59,6 +63,11 @@ def test_the_child_draws_the_files_the_run_draws_itself(tmp_path, caplog):
             FigureProcess(reuse_loaded=False) as figures:
         pid = figures.child_pid
         assert pid is not None and pid != os.getpid()
+        deadline = time.monotonic() + GUARD
+        while _niceness(pid) == os.nice(0):  # until the child has lowered its priority
+            assert time.monotonic() < deadline, "the child kept the run's priority"
+            time.sleep(0.01)
+        assert _niceness(pid) == min(19, os.nice(0) + NICENESS)
         written = figures.draw(record, drawn)
         assert figures.child_pid is None
     assert "drawn by the figure process" in caplog.text
@@ -139,7 +148,7 @@ def test_without_figures_or_with_matplotlib_loaded_no_child_starts(tmp_path):
 
 def test_the_child_exits_when_the_run_is_killed_outright():
     """SIGKILL leaves the run no way to end its child: the child sees its stdin close."""
-    code = ("import time; from linrec.figure_process import FigureProcess\n"
+    code = ("import time; from linrec.figure_process import NICENESS, FigureProcess\n"
             "with FigureProcess() as figures:\n"
             "    print(figures.child_pid, flush=True)\n"
             "    time.sleep(600)\n")
