@@ -4,8 +4,9 @@ Importing matplotlib and its PDF backend and drawing a first figure (fonts, cach
 as long as drawing the run's figures themselves. A run that would import matplotlib only for
 its figures starts `FigureProcess` before its data and fit: the child imports and warms the
 renderer on a core that the fit and evaluation leave mostly idle, waits for the run's record on
-its stdin, draws `plots.run_figures` into the run directory and answers with the written paths
-on its stdout. The run then waits only for the drawing (timings: experiments/README.md).
+its stdin, draws the figures into the run directory (every second one in a forked copy of
+itself, since the waiting run leaves both cores free) and answers with the written paths on
+its stdout. The run then waits only for the drawing (timings: experiments/LOG.md).
 
 The child only saves time, it never decides an outcome: whenever it cannot answer (it did not
 start, it died, it raised), the run draws the figures itself, so an error is raised in the run
@@ -23,7 +24,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -170,6 +171,37 @@ def _warm_up() -> None:
         fig.savefig(io.BytesIO(), format=fmt, bbox_inches=box)
 
 
+def _draw_on_two_cores(jobs: list[Callable[[], list[Path]]]) -> list[Path]:
+    """Run the drawing jobs, every second one in a forked copy of this process (the run waits
+    idle meanwhile, so a core is free): their paths, in the jobs' order. Raises when either
+    side fails."""
+    if len(jobs) < 2 or not hasattr(os, "fork"):
+        return [path for job in jobs for path in job()]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the copy: draw jobs 1, 3, ..., send their paths, exit without teardown
+        os.close(read)
+        status = 1
+        try:
+            with os.fdopen(write, "w", encoding="utf-8") as out:
+                json.dump([[str(p) for p in job()] for job in jobs[1::2]], out)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write)
+    try:
+        mine = [job() for job in jobs[0::2]]
+        with os.fdopen(read, encoding="utf-8") as answer:
+            theirs = answer.read()
+    finally:
+        _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError("the forked figure process failed")
+    drawn = [mine[k // 2] if k % 2 == 0 else [Path(p) for p in json.loads(theirs)[k // 2]]
+             for k in range(len(jobs))]
+    return [path for paths in drawn for path in paths]
+
+
 def serve() -> None:
     """The child's side, at NICENESS: warm the renderer, read one request ({"record",
     "run_dir"}) from stdin, draw it, answer {"written": [paths]} on stdout. Exits quietly on
@@ -187,11 +219,11 @@ def serve() -> None:
     line = sys.stdin.readline()
     if not line:
         return
-    from linrec.plots import run_figures
+    from linrec.plots import run_figure_jobs
 
     request = json.loads(line)
     try:
-        written = run_figures(request["record"], request["run_dir"])
+        written = _draw_on_two_cores(run_figure_jobs(request["record"], request["run_dir"]))
     except Exception:  # noqa: BLE001 - as above
         return
     answers.write(json.dumps({"written": [str(p) for p in written]}) + "\n")

@@ -4,7 +4,7 @@ Each returns the Figure; `path` writes it atomically (`linrec.atomic`)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -277,41 +277,57 @@ def curve_metric(setting: Mapping[str, Any], preferred: Sequence[str | None] = (
     return next((m for m in preferred if m in exact), next(iter(exact)))
 
 
+def setting_figure_jobs(setting: Mapping[str, Any], metric: str, directory: str | Path,
+                        prefix: str = "", suffix: str = "", title: str | None = None
+                        ) -> list[Callable[[], list[Path]]]:
+    """The figures of one sampled setting of a results.json record, each as a job that draws
+    it (PNG and PDF) into `directory` and returns the paths: <prefix>sampled_<metric><suffix>
+    (exact metric vs K with every estimator's curve and the naive one),
+    <prefix>estimator_error_<metric><suffix> (their relative error vs K) and, when recorded,
+    <prefix>sampled_ranks<suffix> (the sampled-rank histogram)."""
+    directory = Path(directory)
+    jobs = [lambda: save_figure_formats(plot_sampled_curves(setting, metric, title=title),
+                                        directory / f"{prefix}sampled_{metric}{suffix}"),
+            lambda: save_figure_formats(plot_relative_errors(setting, metric, title=title),
+                                        directory / f"{prefix}estimator_error_{metric}{suffix}")]
+    if (setting.get("rank_histogram") or {}).get("rank"):
+        jobs.append(lambda: save_figure_formats(plot_rank_histogram(setting, title=title),
+                                                directory / f"{prefix}sampled_ranks{suffix}"))
+    return jobs
+
+
 def setting_figures(setting: Mapping[str, Any], metric: str, directory: str | Path,
                     prefix: str = "", suffix: str = "", title: str | None = None) -> list[Path]:
-    """The figures of one sampled setting of a results.json record (PNG and PDF) into
-    `directory`: <prefix>sampled_<metric><suffix> (exact metric vs K with every estimator's
-    curve and the naive one), <prefix>estimator_error_<metric><suffix> (their relative error vs
-    K) and, when recorded, <prefix>sampled_ranks<suffix> (the sampled-rank histogram)."""
-    directory = Path(directory)
-    written = save_figure_formats(plot_sampled_curves(setting, metric, title=title),
-                                  directory / f"{prefix}sampled_{metric}{suffix}")
-    written += save_figure_formats(plot_relative_errors(setting, metric, title=title),
-                                   directory / f"{prefix}estimator_error_{metric}{suffix}")
-    if (setting.get("rank_histogram") or {}).get("rank"):
-        written += save_figure_formats(plot_rank_histogram(setting, title=title),
-                                       directory / f"{prefix}sampled_ranks{suffix}")
-    return written
+    """Draw the figures of `setting_figure_jobs`; returns the written paths."""
+    return [path for job in setting_figure_jobs(setting, metric, directory, prefix, suffix, title)
+            for path in job()]
 
 
-def run_figures(record: Mapping[str, Any], run_dir: str | Path,
-                metric: str = "ndcg") -> list[Path]:
-    """The figures of one run, from its results.json record, into its directory (PNG and PDF):
-    for the test split (else the first split) and its first sampled setting with curves: the
-    metric and relative-error curves against K and the sampled-rank histogram
-    (`setting_figures`); a trained model's training curve. Returns the written paths."""
+def run_figure_jobs(record: Mapping[str, Any], run_dir: str | Path, metric: str = "ndcg"
+                    ) -> list[Callable[[], list[Path]]]:
+    """The figures of one run, from its results.json record, each as a job that draws it (PNG
+    and PDF) into the run's directory and returns the paths: for the test split (else the
+    first split) and its first sampled setting with curves, the metric and relative-error
+    curves against K and the sampled-rank histogram (`setting_figure_jobs`); a trained
+    model's training curve."""
     run_dir = Path(run_dir)
-    written: list[Path] = []
+    jobs: list[Callable[[], list[Path]]] = []
     splits = record.get("splits", {})
     name = "test" if "test" in splits else next(iter(splits), None)
     sampled = (splits.get(name) or {}).get("sampled") or {}
     setting = next((s for s in sampled.values() if curve_metric(s)), None)
     if setting is not None:
-        written += setting_figures(setting, curve_metric(setting, (metric,)), run_dir,
-                                   suffix=f"_{name}")
+        jobs += setting_figure_jobs(setting, curve_metric(setting, (metric,)), run_dir,
+                                    suffix=f"_{name}")
     epochs = (record.get("training") or {}).get("epochs")
     if epochs:
-        written += save_figure_formats(
+        jobs.append(lambda: save_figure_formats(
             plot_training_curve(epochs, metric=training_metric_label(record)),
-            run_dir / "training_curve")
-    return written
+            run_dir / "training_curve"))
+    return jobs
+
+
+def run_figures(record: Mapping[str, Any], run_dir: str | Path,
+                metric: str = "ndcg") -> list[Path]:
+    """Draw the figures of one run (`run_figure_jobs`) in turn; returns the written paths."""
+    return [path for job in run_figure_jobs(record, run_dir, metric) for path in job()]

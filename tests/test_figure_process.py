@@ -162,3 +162,45 @@ def test_the_child_exits_when_the_run_is_killed_outright():
     finally:
         run.kill()
         run.stdout.close()
+
+
+def _job(k: int, fail: bool = False):
+    def draw() -> list[Path]:
+        if fail:
+            raise ValueError(f"job {k} failed")
+        return [Path(f"{k}.png"), Path(f"{k}-{os.getpid()}.pid")]
+    return draw
+
+
+def test_every_second_job_is_drawn_by_a_forked_copy_and_the_order_kept():
+    from linrec.figure_process import _draw_on_two_cores
+
+    paths = _draw_on_two_cores([_job(k) for k in range(5)])
+    assert [p.name for p in paths[::2]] == [f"{k}.png" for k in range(5)]
+    pids = [int(p.stem.split("-")[1]) for p in paths[1::2]]
+    assert pids[0::2] == [os.getpid()] * 3 and len(set(pids[1::2])) == 1
+    assert pids[1] != os.getpid()
+    assert [p.name for p in _draw_on_two_cores([_job(7)])] == ["7.png", f"7-{os.getpid()}.pid"]
+
+
+@pytest.mark.parametrize("failing", [0, 1], ids=["here", "in the copy"])
+def test_a_failed_job_on_either_side_fails_the_drawing(failing):
+    from linrec.figure_process import _draw_on_two_cores
+
+    jobs = [_job(k, fail=k == failing) for k in range(3)]
+    expected = ValueError if failing == 0 else RuntimeError
+    with pytest.raises(expected, match="job 0 failed" if failing == 0 else "forked"):
+        _draw_on_two_cores(jobs)
+    assert not _zombie_children()  # the copy was waited for
+
+
+def _zombie_children() -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+            found.append(int(stat.parent.name))
+    return found
