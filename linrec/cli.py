@@ -139,8 +139,8 @@ def precheck(argv: Sequence[str]) -> Prechecked:
         args = get_args_parser().parse_args(list(argv))
     except SystemExit:
         return Prechecked()  # let Hydra report its own usage errors
-    if args.shell_completion or args.info or args.hydra_help:
-        return Prechecked()
+    if args.shell_completion or args.info or args.hydra_help or args.help:
+        return Prechecked()  # Hydra composes what it prints; nothing runs
     try:
         jobs = _job_overrides(args.overrides)
     except Exception:  # noqa: BLE001 - a syntax error: Hydra's own message is the clear one

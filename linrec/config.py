@@ -27,7 +27,7 @@ from linrec.errors import ConfigError
 from linrec.eval.configs import EvalConfig
 from linrec.models.configs import MODEL_CONFIGS
 from linrec.models.losses import LOSS_CONFIGS
-from linrec.params import Params, chosen_config, param
+from linrec.params import Params, chosen_config, param, registry_choices_unchecked
 from linrec.registry import BUILT_IN
 from linrec.study_configs import STUDY_CONFIGS
 from linrec.tracking import TrackingConfig
@@ -131,7 +131,14 @@ def register_configs() -> None:
     entries = tuple(tuple(registry.items()) for registry in registries)
     if entries == _registered:
         return
-    store = ConfigStore.instance()
+    with registry_choices_unchecked():  # the schemas' defaults are built-in names
+        _store_schemas(ConfigStore.instance())
+    _registered = entries
+
+
+def _store_schemas(store: Any) -> None:
+    """Every typed config's node in `store` (Hydra's ConfigStore): the run's schema, each
+    registry's classes, the groups of plugin classes that have no YAML file."""
     # data.source and data.split are left untyped: the data and split groups choose their class
     store.store(group="schema", name="run",
                 node=_schema(RunConfig, **{"eval.sampled.seed": RUN_SEED, "data.source": None,
@@ -158,4 +165,3 @@ def register_configs() -> None:
         # untyped, so that `~study.models +study.models={...}` can replace a study's model set;
         # unknown fields still fail at composition, bad values when the run starts (StudyConfig)
         store.store(group="study", name=name, node=cls.defaults())
-    _registered = entries

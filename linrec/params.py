@@ -13,13 +13,14 @@ The `check_*` functions are the same checks for plain function arguments.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
 import os
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -193,9 +194,29 @@ def _check_value(value: Any, annotation: Any, where: str, meta: Mapping[str, Any
 
 def field_choices(meta: Mapping[str, Any]) -> Sequence[Any] | None:
     """The allowed values of a field (its metadata's `choices`, called when it is a function),
-    or None when any value of its type is allowed."""
+    or None when any value of its type is allowed (also for a function's choices within
+    `registry_choices_unchecked`)."""
     choices = meta.get("choices")
-    return choices() if callable(choices) else choices
+    if callable(choices):
+        return None if _registry_choices_unchecked else choices()
+    return choices
+
+
+_registry_choices_unchecked = False
+
+
+@contextlib.contextmanager
+def registry_choices_unchecked() -> Iterator[None]:
+    """Within: a field whose choices come from a function (a registry) accepts any value of its
+    type. For building configs from their own defaults, which are built-in names, without
+    importing what the registries import: registering the schemas (`linrec --help`) needs no
+    estimator, nor scipy. A run's config is checked in full."""
+    global _registry_choices_unchecked
+    before, _registry_choices_unchecked = _registry_choices_unchecked, True
+    try:
+        yield
+    finally:
+        _registry_choices_unchecked = before
 
 
 @dataclasses.dataclass

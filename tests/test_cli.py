@@ -511,13 +511,15 @@ def test_diverged_estimates_are_marked_not_reported(tmp_path):
 
 
 
-#: prints, as the command exits, which compiled-kernel and training libraries it imported
-_REPORT_HEAVY_IMPORTS = """\
-import atexit, sys
-_HEAVY = {"numba", "llvmlite", "torch", "implicit"}
-atexit.register(lambda: print("heavy:", sorted({m.partition(".")[0] for m in sys.modules}
-                                                & _HEAVY), file=sys.stderr))
-"""
+def _report_imports(packages: set[str]) -> str:
+    """A prelude that prints, as the command exits, which of `packages` it imported."""
+    return (f"import atexit, sys\n"
+            f"atexit.register(lambda: print('heavy:', sorted({{m.partition('.')[0] for m in "
+            f"sys.modules}} & set({sorted(packages)!r})), file=sys.stderr))\n")
+
+
+#: the compiled-kernel and training libraries
+_REPORT_HEAVY_IMPORTS = _report_imports({"numba", "llvmlite", "torch", "implicit"})
 
 
 def test_the_default_run_needs_no_compiled_kernel_and_no_torch(tmp_path):
@@ -530,3 +532,14 @@ def test_the_default_run_needs_no_compiled_kernel_and_no_torch(tmp_path):
     assert process.returncode == 0, stderr
     assert stderr.splitlines()[-1] == "heavy: []"
     assert (tmp_path / "run" / "results.json").is_file()
+
+
+def test_the_help_imports_no_scipy_matplotlib_or_torch(tmp_path):
+    """`linrec --help` composes the typed configs, which import none of what a run computes
+    with (`linrec.lazy_exports`): it prints in well under a second."""
+    process = run_command(tmp_path, "--help", wait=False, prelude=_report_imports(
+        {"scipy", "matplotlib", "numba", "torch", "implicit", "pandas"}))
+    stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr
+    assert stderr.splitlines()[-1] == "heavy: []"
+    assert "== Configuration groups ==" in stdout and "\nmodel: " in stdout

@@ -20,6 +20,7 @@ from linrec.params import (
     check_seed,
     chosen_config,
     param,
+    registry_choices_unchecked,
 )
 
 
@@ -118,3 +119,32 @@ def test_chosen_config_builds_the_named_config():
         chosen_config({"size": 2}, configs, "fruit")
     with pytest.raises(ConfigError, match=r"basket.size=0 is out of range"):
         chosen_config({"name": "apple", "size": 0}, configs, "basket")
+
+
+def test_registry_choices_are_unchecked_only_within_the_block():
+    """Inside `registry_choices_unchecked` a field whose choices come from a function takes
+    any value of its type without calling the function; fixed choices are still checked; after
+    the block (also after an error in it) the function decides again."""
+    calls = []
+
+    def registered() -> tuple[str, ...]:
+        calls.append(1)
+        return ("a", "b")
+
+    @dataclass
+    class Chosen(Params):
+        where = "chosen"
+        name: str = param("a", choices=registered)
+        fixed: str = param("x", choices=("x", "y"))
+
+    with registry_choices_unchecked():
+        assert Chosen(name="plugin-only").name == "plugin-only" and not calls
+        with pytest.raises(ConfigError, match="chosen.fixed"):
+            Chosen(fixed="z")
+    with pytest.raises(ConfigError, match="chosen.name='plugin-only' is not allowed"):
+        Chosen(name="plugin-only")
+    assert calls
+    with pytest.raises(RuntimeError), registry_choices_unchecked():
+        raise RuntimeError
+    with pytest.raises(ConfigError):
+        Chosen(name="c")

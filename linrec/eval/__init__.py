@@ -4,33 +4,17 @@ item sampling (`negatives`), the sampled-rank kernel and hook (`sampled_ranks`),
 and adaptive sampling (`simulate`), the sampled block (`sampled_block`), P(r|R)
 (`conditional`), expected sampled metrics (`expected`), estimators of exact metrics
 (`estimators`), user sampling and tests (`significance`); typed configs in `configs`, the
-report in `report`."""
+report in `report`.
 
-from linrec.eval.configs import AdaptiveConfig, EvalConfig, SampledConfig, ValidationConfig
-from linrec.eval.evaluate import check_evaluation, evaluate, validation_score
-from linrec.eval.exact import ExactResult, evaluate_exact
-from linrec.eval.metrics import EXACT_METRICS, curve, exact_metrics, rank_gain
-from linrec.eval.ranks import RankTable, global_ranks, tie_break_keys
-from linrec.eval.report import EvalReport, SampledSetting, SplitReport
+Its names are imported on first use (`linrec.lazy_exports`)."""
 
-__all__ = [
-    "EXACT_METRICS",
-    "AdaptiveConfig",
-    "EvalConfig",
-    "ValidationConfig",
-    "EvalReport",
-    "ExactResult",
-    "RankTable",
-    "SampledConfig",
-    "SampledSetting",
-    "SplitReport",
-    "check_evaluation",
-    "curve",
-    "evaluate",
-    "evaluate_exact",
-    "exact_metrics",
-    "global_ranks",
-    "rank_gain",
-    "tie_break_keys",
-    "validation_score",
-]
+from linrec.lazy_exports import lazy_exports
+
+__all__ = lazy_exports(__name__, {
+    "linrec.eval.configs": ("AdaptiveConfig", "EvalConfig", "SampledConfig", "ValidationConfig"),
+    "linrec.eval.evaluate": ("check_evaluation", "evaluate", "validation_score"),
+    "linrec.eval.exact": ("ExactResult", "evaluate_exact"),
+    "linrec.eval.metrics": ("EXACT_METRICS", "curve", "exact_metrics", "rank_gain"),
+    "linrec.eval.ranks": ("RankTable", "global_ranks", "tie_break_keys"),
+    "linrec.eval.report": ("EvalReport", "SampledSetting", "SplitReport"),
+})

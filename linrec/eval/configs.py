@@ -7,9 +7,24 @@ from dataclasses import dataclass, field
 
 from linrec.errors import ConfigError
 from linrec.eval._checks import POOLS, check_foldin_pool
-from linrec.eval.estimators.registry import adaptive_estimators, fixed_size_estimators
 from linrec.eval.metrics import CURVE_METRICS, EXACT_METRICS, parse_metric_key, resolve_selection
 from linrec.params import Params, param
+
+
+def _fixed_size_estimators() -> tuple[str, ...]:
+    """The registered fixed-size estimators, read when a config is checked: registering the
+    configs (`linrec --help`) imports no estimator, nor scipy."""
+    from linrec.eval.estimators.registry import fixed_size_estimators
+
+    return fixed_size_estimators()
+
+
+def _adaptive_estimators() -> tuple[str, ...]:
+    """The registered estimators of adaptive sampling, read when a config is checked."""
+    from linrec.eval.estimators.registry import adaptive_estimators
+
+    return adaptive_estimators()
+
 
 #: how the sampled ranks of the fixed-size settings are obtained
 SAMPLING_METHODS = ("sample", "simulate")
@@ -23,7 +38,7 @@ class AdaptiveConfig(Params):
 
     where = "eval.sampled.adaptive"
 
-    estimators: tuple[str, ...] = param(("adaptive_mle",), choices=adaptive_estimators,
+    estimators: tuple[str, ...] = param(("adaptive_mle",), choices=_adaptive_estimators,
                                         doc="estimators of the adaptive setting (none: no "
                                             "adaptive setting)")
     n0: int = param(100, ge=2, doc="initial set size (target included)")
@@ -54,7 +69,7 @@ class SampledConfig(Params):
     repeats: int = param(10, ge=1, doc="independent sample sets per size")
     seed: int = param(0, ge=0, doc="seed of the sampling (the run seed in configs)")
     estimators: tuple[str, ...] = param(("naive", "bv", "mle", "mn_mle"),
-                                        choices=fixed_size_estimators,
+                                        choices=_fixed_size_estimators,
                                         doc="estimators of the fixed-size settings")
     metrics: tuple[str, ...] = param(("recall", "ndcg", "ap"), choices=CURVE_METRICS,
                                      doc="metrics of the curves T@1..k_max")
@@ -96,7 +111,7 @@ class ValidationConfig(Params):
     method: str = param("exact", choices=VALIDATION_METHODS,
                         doc="exact (rank every item) | sampled (estimate from sampled ranks)")
     estimator: str = param("mn_mle",
-                           choices=lambda: fixed_size_estimators() + adaptive_estimators(),
+                           choices=lambda: _fixed_size_estimators() + _adaptive_estimators(),
                            doc="the estimator of method=sampled")
     sample_size: int = param(100, ge=2, doc="n of method=sampled: the target plus n-1 sampled "
                                             "(adaptive_mle: the first set size n0)")
@@ -106,8 +121,9 @@ class ValidationConfig(Params):
 
     def check(self) -> None:
         ratio = self.n_max // self.sample_size
-        if self.estimator in adaptive_estimators() and (
-                self.n_max % self.sample_size or ratio & (ratio - 1)):
+        # the registry is read only when the sizes do not double (not for the defaults)
+        if (self.n_max % self.sample_size or ratio & (ratio - 1)) and \
+                self.estimator in _adaptive_estimators():
             raise ConfigError(f"eval.validation.n_max={self.n_max} must be "
                               f"eval.validation.sample_size={self.sample_size} times a power "
                               "of 2 (adaptive sampling doubles the set)")

@@ -5,13 +5,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from linrec.errors import ConfigError
-from linrec.models.base import Recommender
 from linrec.models.configs import MODEL_CONFIGS, ModelConfig
 from linrec.params import chosen_config
 from linrec.registry import load
+
+if TYPE_CHECKING:
+    from linrec.models.base import Recommender
 
 #: every model name
 MODELS: tuple[str, ...] = tuple(MODEL_CONFIGS)

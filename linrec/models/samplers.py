@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from linrec.errors import ConfigError
 from linrec.models.positive_prior import PositivePriorConfig
 from linrec.params import param
 
 if TYPE_CHECKING:
+    import scipy.sparse as sp
     import torch
 
 POOLS = ("all", "unlabeled", "popularity")
