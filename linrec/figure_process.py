@@ -89,9 +89,10 @@ class FigureProcess:
         child, self._child = self._child, None
         if child is None:
             return None
+        where = run_dir.resolve()  # the child may have another working directory by now
         try:
             assert child.stdin is not None and child.stdout is not None
-            child.stdin.write(json.dumps({"record": record, "run_dir": str(run_dir)}) + "\n")
+            child.stdin.write(json.dumps({"record": record, "run_dir": str(where)}) + "\n")
             child.stdin.close()
             answer = child.stdout.readline()
         except (OSError, ValueError):  # the child has gone: its pipe is broken
@@ -104,9 +105,9 @@ class FigureProcess:
             paths = None
         if paths is None:
             log.info("the figure process did not answer (exit %s); drawing in-process",
-                      child.returncode)
+                     child.returncode)
             return None
-        return [Path(p) for p in paths]
+        return [run_dir / Path(p).relative_to(where) for p in paths]  # as given, as in-process
 
     def close(self, stop: bool = False) -> None:
         """End the child, if one is still running (idempotent): let it exit, or with `stop`

@@ -204,3 +204,18 @@ def _zombie_children() -> list[int]:
         if fields[0] == "Z" and int(fields[1]) == os.getpid():
             found.append(int(stat.parent.name))
     return found
+
+
+def test_a_relative_run_directory_is_the_runs_not_the_childs(tmp_path, monkeypatch):
+    """The child keeps the working directory it started in; a run that changed its own since
+    (Hydra's job.chdir) still gets its figures where it asked, named as it asked."""
+    started_in, run_from = tmp_path / "start", tmp_path / "job"
+    started_in.mkdir()
+    run_from.mkdir()
+    monkeypatch.chdir(started_in)
+    with FigureProcess(reuse_loaded=False) as figures:
+        monkeypatch.chdir(run_from)
+        written = figures.draw(figure_record(), Path("run"))
+    assert sorted(str(p) for p in written) == sorted(f"run/{name}" for name in FIGURE_FILES)
+    assert sorted(os.listdir(run_from / "run")) == FIGURE_FILES
+    assert not (started_in / "run").exists()
