@@ -14,9 +14,17 @@ needs them. Row by row over the whole of W, a row's ~50 entries each read a W ro
 values from memory (80 KB at 20 000 float32 items): 40 GB for 10 000 users, memory-bound
 (experiments/benchmarks/bench_recommend.py). Each output element is still the same sum in the
 same order, so the blocked result is the row-by-row result, bit for bit.
+
+Which of the two is faster depends on the machine: blocks read each row's segments from the
+last-level cache in short random reads, row by row streams whole W rows from memory with the
+prefetcher's help (on one VM of the AMD EPYC type the blocked product took 2.3x as long, on
+others it was the faster; experiments/LOG.md, 2026-12-03). Since both give the same bits, a
+process times each on its first products of a shape and takes the faster from then on.
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import scipy.sparse as sp
@@ -40,17 +48,38 @@ def column_blocks(n_rows: int, n_columns: int, itemsize: int) -> list[tuple[int,
     return [(c0, min(n_columns, c0 + width)) for c0 in range(0, n_columns, width)]
 
 
+#: seconds per multiply-add of each path (blocked: True / False), timed on the first products
+#: of each (W's shape, dtype, threads) in this process
+_PATH_TIMES: dict[tuple, dict[bool, float]] = {}
+
+
 def sparse_dense_product(foldin: sp.spmatrix, W: np.ndarray, threads: int,
-                         blocked: bool = True) -> np.ndarray:
+                         blocked: bool | None = None) -> np.ndarray:
     """foldin (m x n, sparse) @ W (n x d, dense float32/float64) in W's dtype: (m, d), equal to
-    scipy's `sp.csr_matrix(foldin, dtype=W.dtype) @ W` bit for bit, on `threads` threads, in
-    column blocks of W (`blocked=False`: row by row over the whole of W, the benchmark's
-    reference). Below KERNEL_MIN_MULTIPLY_ADDS it is scipy's product itself."""
+    scipy's `sp.csr_matrix(foldin, dtype=W.dtype) @ W` bit for bit, on `threads` threads.
+    blocked: True, in column blocks of W; False, row by row over the whole of W; None, the
+    faster of the two here: the first product of a shape runs blocked, the second row by row,
+    each timed, and every later one the faster (the module docstring). Below
+    KERNEL_MIN_MULTIPLY_ADDS it is scipy's product itself."""
     X = sp.csr_matrix(foldin, dtype=W.dtype)
     if X.shape[1] != W.shape[0]:
         raise ValueError(f"foldin has {X.shape[1]} columns but W has {W.shape[0]} rows")
     if X.nnz * W.shape[1] < KERNEL_MIN_MULTIPLY_ADDS:
         return np.asarray(X @ W)
+    if blocked is not None:
+        return _product(X, W, threads, blocked)
+    times = _PATH_TIMES.setdefault((W.shape, W.dtype.str, int(threads)), {})
+    untimed = [path for path in (True, False) if path not in times]
+    if not untimed:
+        return _product(X, W, threads, min(times, key=times.__getitem__))
+    start = time.perf_counter()
+    out = _product(X, W, threads, untimed[0])
+    times[untimed[0]] = (time.perf_counter() - start) / max(1, X.nnz * W.shape[1])
+    return out
+
+
+def _product(X: sp.csr_matrix, W: np.ndarray, threads: int, blocked: bool) -> np.ndarray:
+    """The compiled product of `sparse_dense_product` by one path."""
     from linrec.models._sparse_dense_kernel import product_rows  # numba: loaded when needed
 
     W = np.ascontiguousarray(W)
