@@ -536,7 +536,7 @@ def test_the_default_run_needs_no_compiled_kernel_and_no_torch(tmp_path):
 
 def test_the_help_imports_no_scipy_matplotlib_or_torch(tmp_path):
     """`linrec --help` composes the typed configs, which import none of what a run computes
-    with (`linrec.lazy_exports`): it prints in well under a second."""
+    with (`linrec.lazy_exports`; its time: experiments/LOG.md)."""
     process = run_command(tmp_path, "--help", wait=False, prelude=_report_imports(
         {"scipy", "matplotlib", "numba", "torch", "implicit", "pandas"}))
     stdout, stderr = process.communicate(timeout=600)
