@@ -17,9 +17,9 @@ same order, so the blocked result is the row-by-row result, bit for bit.
 
 Which of the two is faster depends on the machine: blocks read each row's segments from the
 last-level cache in short random reads, row by row streams whole W rows from memory with the
-prefetcher's help (on one VM of the AMD EPYC type the blocked product took 2.3x as long, on
-others it was the faster; experiments/LOG.md, 2026-12-03). Since both give the same bits, a
-process times each on its first products of a shape and takes the faster from then on.
+prefetcher's help (on some AMD EPYC machines the blocked product is 2.3x slower, on others
+the faster: experiments/LOG.md). Since both give the same bits, a process times each on its
+first products of a shape and takes the faster from then on.
 """
 
 from __future__ import annotations
