@@ -82,6 +82,25 @@ def run_command(cwd: Path, *args: str, command: str = "linrec", prelude: str = "
     return done
 
 
+def proc_stat(pid: int) -> list[str]:
+    """/proc/<pid>/stat after the command's name: the state, the parent's id, ... (fields 3 on
+    of proc(5)). OSError when the process is gone."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def child_processes(pid: int) -> list[tuple[int, str]]:
+    """(id, state) of every process whose parent is `pid`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = proc_stat(int(stat.parent.name))
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append((int(stat.parent.name), fields[0]))
+    return found
+
+
 def check_new_records(root: Path, since: float) -> None:
     """Every results.json written below `root` after `since` matches the documented schema
     (linrec.results_schema), so that the reference cannot drift from what runs write."""

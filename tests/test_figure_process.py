@@ -15,6 +15,7 @@ import pytest
 
 from linrec.figure_process import NICENESS, FigureProcess
 from linrec.plots import run_figures
+from tests.conftest import child_processes, proc_stat
 from tests.test_plots import FIGURE_FILES, figure_record
 
 #: how long a test waits for a process to go (a guard against a hang, not a timing)
@@ -31,8 +32,8 @@ def fixed_pdf_date(monkeypatch):
 def _gone(pid: int) -> bool:
     """The process has exited (reaped, or a zombie waiting for a parent that is gone)."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
+        state = proc_stat(pid)[0]
+    except OSError:
         return True
     return state in ("Z", "X")
 
@@ -45,7 +46,7 @@ def _wait_gone(pid: int) -> None:
 
 
 def _niceness(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+    return int(proc_stat(pid)[16])
 
 
 def _files(directory: Path) -> dict[str, bytes]:
@@ -195,15 +196,7 @@ def test_a_failed_job_on_either_side_fails_the_drawing(failing):
 
 
 def _zombie_children() -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] == "Z" and int(fields[1]) == os.getpid():
-            found.append(int(stat.parent.name))
-    return found
+    return [child for child, state in child_processes(os.getpid()) if state == "Z"]
 
 
 def test_a_relative_run_directory_is_the_runs_not_the_childs(tmp_path, monkeypatch):

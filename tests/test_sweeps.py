@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from linrec import sweeps
-from tests.conftest import run_command
+from tests.conftest import child_processes, run_command
 
 SMALL = ["data.source.n_users=300", "data.source.n_items=100", "eval.sampled.enabled=false",
          "quiet=true"]
@@ -382,16 +382,8 @@ def test_a_worker_killed_outright_is_listed(tmp_path):
 
 
 def _children(pid: int) -> list[int]:
-    """The process ids whose parent is pid (from /proc)."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
+    """The process ids whose parent is pid."""
+    return [child for child, _ in child_processes(pid)]
 
 
 @pytest.mark.parametrize("launcher", [
