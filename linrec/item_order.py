@@ -9,11 +9,15 @@ items of each score row in that order.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from linrec.errors import ConfigError, DataError
 from linrec.hardware import on_row_chunks, thread_limit
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 _MASK64 = (1 << 64) - 1
 # splitmix64 constants (Steele, Lea, Flood 2014; finalizer "Mix13" of Stafford)
@@ -145,27 +149,35 @@ def sampled_wins(sampled_scores: np.ndarray, target_scores: np.ndarray,
 COMPILED_FROM_ROWS = 256
 
 
+def bad_scores(row: int) -> DataError:
+    """The error of a score row (its position in the batch) holding NaN or +inf."""
+    return DataError(f"model scores of row {row} contain NaN or +inf; scores must be finite "
+                     "(an item scored -inf is treated as excluded)")
+
+
 def _top_k_sorted(scores: np.ndarray, k: int, keys: BatchKeys) -> tuple[np.ndarray, np.ndarray]:
     """`top_k` by one sort of each row by (score descending, key ascending)."""
     bad = np.isnan(scores).any(axis=1) | (scores == np.inf).any(axis=1)
     if bad.any():
-        raise DataError(f"model scores of row {int(np.argmax(bad))} contain NaN or +inf; scores "
-                        "must be finite (an item scored -inf is treated as excluded)")
+        raise bad_scores(int(np.argmax(bad)))
     order = np.lexsort((keys.dense(), -scores), axis=1)[:, :k]
     best = np.take_along_axis(scores, order, axis=1)
     order[best == -np.inf] = -1
     return order, best
 
 
-def top_k(scores: np.ndarray, k: int, keys: BatchKeys) -> tuple[np.ndarray, np.ndarray]:
+def top_k(scores: np.ndarray, k: int, keys: BatchKeys, exclude: sp.spmatrix | None = None
+          ) -> tuple[np.ndarray, np.ndarray]:
     """The k best items of each row, best first, in the order of `beats`.
 
     scores: float (m, n_items); entries of -inf are excluded (masked) items and never returned.
+    exclude: a sparse CSR (m, n_items) matrix whose entries are excluded too (set to -inf in
+    `scores`, which may be changed in place), or None.
     keys: the rows' tie-break keys (`BatchKeys`). Returns items int64 (m, k') and scores
     (m, k'), k' = min(k, n_items); a row with fewer than k' candidates ends in item -1 with
     score -inf. NaN or +inf scores raise DataError.
 
-    One compiled pass over each row keeps a heap of its k best (linrec._top_k_kernel), rows on
+    One compiled pass over each row keeps a heap of its k best (linrec._row_kernels), rows on
     the threads linrec may use; the keys are hashed only for the few items that reach the heap.
     Fewer than COMPILED_FROM_ROWS rows are sorted whole instead (no kernel to load)."""
     if isinstance(k, bool) or int(k) != k or k < 1:
@@ -177,6 +189,10 @@ def top_k(scores: np.ndarray, k: int, keys: BatchKeys) -> tuple[np.ndarray, np.n
         raise DataError(f"top_k needs a float (rows, items) score matrix, got {scores.dtype} "
                         f"{scores.shape}")
     n_rows, n_items = scores.shape
+    if exclude is not None:
+        if exclude.shape != scores.shape:
+            raise DataError(f"top_k: exclude has shape {exclude.shape}; the scores {scores.shape}")
+        scores[np.repeat(np.arange(n_rows), np.diff(exclude.indptr)), exclude.indices] = -np.inf
     kk = min(int(k), n_items)
     items = np.empty((n_rows, kk), np.int64)
     best = np.empty((n_rows, kk), scores.dtype)
@@ -184,13 +200,12 @@ def top_k(scores: np.ndarray, k: int, keys: BatchKeys) -> tuple[np.ndarray, np.n
         return items, best
     if n_rows < COMPILED_FROM_ROWS:
         return _top_k_sorted(scores, kk, keys)
-    from linrec._top_k_kernel import top_k_rows  # numba, loaded on the first large list
+    from linrec._row_kernels import top_k_rows  # numba, loaded on the first large list
 
     bases = user_key_bases(keys)
     bad = np.zeros(n_rows, np.int8)
     on_row_chunks(lambda start, stop: top_k_rows(scores, bases, kk, items, best, bad, start,
                                                  stop), n_rows, thread_limit())
     if bad.any():
-        raise DataError(f"model scores of row {int(np.argmax(bad))} contain NaN or +inf; scores "
-                        "must be finite (an item scored -inf is treated as excluded)")
+        raise bad_scores(int(np.argmax(bad)))
     return items, best

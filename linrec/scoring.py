@@ -22,23 +22,37 @@ def scored_batches(score: Callable[[sp.csr_matrix, np.ndarray | None], np.ndarra
     (read-only results are copied, integer or half-precision ones cast to float64). Rows per
     batch from `memory_budget_mb` unless `batch_size` is given; `owner` names the scorer in
     the error a wrong shape raises."""
-    n_rows, n_items = foldin.shape
+    for rows in row_batches(foldin.shape, batch_size=batch_size,
+                            memory_budget_mb=memory_budget_mb):
+        yield rows, scored_batch(score, foldin, users, rows, owner=owner)
+
+
+def row_batches(shape: tuple[int, int], *, batch_size: int | None = None,
+                memory_budget_mb: float = 512) -> list[slice]:
+    """The batches of rows of `scored_batches` for a fold-in of `shape` (rows, n_items)."""
+    n_rows, n_items = shape
     if batch_size is None:
         batch_size = batch_size_for(n_items, memory_budget_mb)
     elif isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
         raise ConfigError(f"batch_size={batch_size!r} must be a positive integer")
-    for start in range(0, n_rows, int(batch_size)):
-        rows = slice(start, min(n_rows, start + int(batch_size)))
-        scores = np.asarray(score(foldin[rows], None if users is None else users[rows]))
-        expected = (rows.stop - rows.start, n_items)
-        if scores.shape != expected:
-            raise DataError(f"{owner}.score returned shape {scores.shape} for rows "
-                            f"{rows.start}:{rows.stop}; expected {expected}")
-        if not np.issubdtype(scores.dtype, np.floating) or scores.dtype.itemsize < 4:
-            scores = scores.astype(np.float64)
-        elif not scores.flags.writeable:
-            scores = scores.copy()
-        yield rows, scores
+    return [slice(start, min(n_rows, start + int(batch_size)))
+            for start in range(0, n_rows, int(batch_size))]
+
+
+def scored_batch(score: Callable[[sp.csr_matrix, np.ndarray | None], np.ndarray],
+                 foldin: sp.csr_matrix, users: np.ndarray | None, rows: slice, *,
+                 owner: str) -> np.ndarray:
+    """One batch of `scored_batches`: the checked, writable float scores of foldin[rows]."""
+    scores = np.asarray(score(foldin[rows], None if users is None else users[rows]))
+    expected = (rows.stop - rows.start, foldin.shape[1])
+    if scores.shape != expected:
+        raise DataError(f"{owner}.score returned shape {scores.shape} for rows "
+                        f"{rows.start}:{rows.stop}; expected {expected}")
+    if not np.issubdtype(scores.dtype, np.floating) or scores.dtype.itemsize < 4:
+        return scores.astype(np.float64)
+    if not scores.flags.writeable:
+        return scores.copy()
+    return scores
 
 
 def gather_scores(score: Callable[[sp.csr_matrix, np.ndarray | None], np.ndarray],

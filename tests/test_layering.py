@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "linrec"
 BASE = ("linrec.errors", "linrec.params", "linrec.atomic", "linrec.hardware", "linrec.cache",
         "linrec.item_order", "linrec.registry", "linrec.scoring", "linrec.interrupts",
         "linrec.tracking", "linrec.plugins", "linrec.console", "linrec.trials",
-        "linrec.lazy_exports")
+        "linrec.lazy_exports", "linrec._row_kernels")
 #: the layers, top to bottom: a module imports modules of its own layer or of lower ones (the
 #: longest prefix names a module's layer)
 LAYERS = (

@@ -9,8 +9,12 @@ Rows, each the best of --repeats:
                          then from the cache;
   score, the model's     the model's scores as it computes them: the faster of the two
                          above, timed on its first two batches (the same bits either way);
-  recommend              model.recommend(foldin, k): score, mask the fold-in, exact top-k in the
-                         evaluator's tie order (a compiled heap per row);
+  top-k, fused          each row scored into a buffer of its thread's, masked and its k best
+                         taken while it is in the cache (row by row over W; never written out);
+  top-k, blocked + heap  the column-blocked product, then mask and a compiled heap per row;
+  recommend              model.recommend(foldin, k): the faster of the two top-k paths above,
+                         timed on the first two batches (exact top-k in the evaluator's tie
+                         order, the same lists either way);
   reference numpy        what a user writes with scipy and numpy: scores = foldin @ W (scipy),
                          mask, np.argpartition(-scores, k) then argsort of the k, checked to give
                          the same lists (continuous scores: no ties).
@@ -121,6 +125,17 @@ def main() -> None:
         for rows in batches:
             sparse_dense_product(foldin[rows], model.W_, thread_count(0), blocked=blocked)
 
+    def top_k_by(fused: bool):
+        from linrec.item_order import BatchKeys
+        from linrec.models._sparse_dense import product_top_k
+        from linrec.models.linalg import thread_count
+
+        for rows in batches:
+            part = foldin[rows]
+            product_top_k(part, model.W_, part, k, BatchKeys(0, np.arange(rows.start, rows.stop),
+                                                              n_items),
+                          thread_count(0), fused=fused)
+
     def reference():
         out = []
         for rows in batches:
@@ -136,6 +151,8 @@ def main() -> None:
     t_rows, _ = best_of(args.repeats, lambda: score_by(blocked=False))
     t_blocks, _ = best_of(args.repeats, lambda: score_by(blocked=True))
     t_score, _ = best_of(args.repeats, score_only)
+    t_fused, _ = best_of(args.repeats, lambda: top_k_by(fused=True))
+    t_unfused, _ = best_of(args.repeats, lambda: top_k_by(fused=False))
     t_rec, (items, _) = best_of(args.repeats, lambda: model.recommend(foldin, k,
                                                                       memory_budget_mb=budget))
     t_ref, ref_items = best_of(args.repeats, reference)
@@ -151,14 +168,22 @@ def main() -> None:
           f"{macs / 1e9:.1f} G multiply-adds: {2 * macs / gemm_rate:.2f} s at the sgemm rate "
           f"({gemm_rate / 1e9:.0f} GFLOP/s)")
     from linrec.models._sparse_dense import _PATH_TIMES
+    from linrec.models.linalg import thread_count
 
-    chosen = {path: f"{seconds * 1e9:.3f} ns" for times in _PATH_TIMES.values()
-              for path, seconds in times.items()}
+    key = (model.W_.shape, model.W_.dtype.str, thread_count(0))
+    chosen = {path: f"{seconds * 1e9:.3f} ns" for path, seconds in _PATH_TIMES.get(key, {}).items()}
+    top_k_chosen = {path: f"{seconds * 1e9:.3f} ns"
+                    for path, seconds in _PATH_TIMES.get((*key, "top-k"), {}).items()}
     print(f"  score, the model's  {t_score:7.2f} s   the faster path, timed on the first two "
           f"batches (per multiply-add, blocked: {chosen.get(True)}, row by row: "
           f"{chosen.get(False)})")
-    print(f"  recommend           {t_rec:7.2f} s   (mask + select: {t_rec - t_score:.2f} s, "
-          f"{100 * (t_rec - t_score) / t_score:.0f} % of scoring)")
+    print(f"  top-k, fused        {t_fused:7.2f} s   {t_fused / t_rows:.2f}x the row-by-row "
+          f"product alone")
+    print(f"  top-k, blocked+heap {t_unfused:7.2f} s   {t_unfused / t_blocks:.2f}x the "
+          f"column-blocked product alone")
+    print(f"  recommend           {t_rec:7.2f} s   the faster top-k path, timed on the first two "
+          f"batches (per multiply-add, fused: {top_k_chosen.get(True)}, blocked + heap: "
+          f"{top_k_chosen.get(False)})")
     print(f"  reference numpy     {t_ref:7.2f} s   recommend is {t_ref / t_rec:.2f}x faster; "
           f"same lists: {same}")
     print(f"  first call in a fresh process, 100 users: {first_call(n_items):.2f} s")

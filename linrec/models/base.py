@@ -236,7 +236,8 @@ class Recommender(ABC):
         instead of indices. A row with fewer than k candidates ends in item -1 (None with
         item_ids) and score -inf. Scored in batches of memory_budget_mb, like the evaluator."""
         from linrec.item_order import BatchKeys, top_k
-        from linrec.scoring import scored_batches
+        from linrec.models._sparse_dense import product_top_k_for
+        from linrec.scoring import row_batches, scored_batch
 
         self.check_fitted()
         foldin = check_foldin(foldin, self.n_items_, f"{self.name}.recommend")
@@ -267,13 +268,17 @@ class Recommender(ABC):
         kk = min(int(k), n_items)
         items = np.empty((n_rows, kk), np.int64)
         scores = None
-        for rows, batch in scored_batches(self._score, foldin, users, owner=self.name,
-                                          memory_budget_mb=memory_budget_mb):
-            if masked is not None:
-                part = masked[rows]
-                batch[np.repeat(np.arange(part.shape[0]), np.diff(part.indptr)),
-                      part.indices] = -np.inf
-            got_items, got_scores = top_k(batch, kk, BatchKeys(seed, key_users[rows], n_items))
+        # a model scoring by an item-item product selects as it scores (`product_top_k`)
+        by_product = product_top_k_for(self)
+        for rows in row_batches(foldin.shape, memory_budget_mb=memory_budget_mb):
+            keys = BatchKeys(seed, key_users[rows], n_items)
+            part = None if masked is None else masked[rows]
+            if by_product is not None:
+                got_items, got_scores = by_product(foldin[rows], part, kk, keys)
+            else:
+                got_items, got_scores = top_k(
+                    scored_batch(self._score, foldin, users, rows, owner=self.name), kk, keys,
+                    exclude=part)
             if scores is None:
                 scores = np.empty((n_rows, kk), got_scores.dtype)
             items[rows], scores[rows] = got_items, got_scores
