@@ -8,20 +8,25 @@ Rows, each the best of --repeats:
   score, column blocks   W in column blocks of ~8 MB, each read from memory once per batch,
                          then from the cache;
   score, the model's     the model's scores as it computes them: the faster of the two
-                         above, timed on its first two batches (the same bits either way);
-  top-k, fused          each row scored into a buffer of its thread's, masked and its k best
+                         above, each timed on half of the first batch (the same bits);
+  top-k, screened        W's int8 copy (made once per W, its time printed apart) screens each
+                         row at a quarter of W's bytes; a bound on its error rules out every
+                         item that k others beat for certain; the few left are scored exactly
+                         from W and selected (rows it cannot settle take the fused path);
+  top-k, fused           each row scored into a buffer of its thread's, masked and its k best
                          taken while it is in the cache (row by row over W; never written out);
   top-k, blocked + heap  the column-blocked product, then mask and a compiled heap per row;
-  recommend              model.recommend(foldin, k): the faster of the two top-k paths above,
-                         timed on the first two batches (exact top-k in the evaluator's tie
-                         order, the same lists either way);
+  recommend              model.recommend(foldin, k): the fastest of the three top-k paths
+                         above, each timed on a third of the first batch (exact top-k in the
+                         evaluator's tie order, the same lists and scores on every path);
+                         its first call, with those trials, is printed beside it;
   reference numpy        what a user writes with scipy and numpy: scores = foldin @ W (scipy),
                          mask, np.argpartition(-scores, k) then argsort of the k, checked to give
                          the same lists (continuous scores: no ties).
 Beside them, the limits on this machine measured in the same run: the multiply-adds
-(nnz(foldin) x n_items) at the sgemm rate, and the bytes a row-by-row pass reads from W at the
-memory bandwidth of a large copy. first call: a fresh process's first recommend on 100 users
-(the kernels' load from numba's cache included).
+(nnz(foldin) x n_items) at the sgemm rate, and the bytes a row-by-row pass reads from W (or
+the screen from W's int8 copy) at the memory bandwidth of a large copy. first call: a fresh
+process's first recommend on 100 users (the kernels' load from numba's cache included).
 bench_peers.py measures LensKit's and Cornac's own top-k calls beside linrec's, each in a fresh
 process with the peer installed.
 Goal: top-20 for 10 000 users at 20 000 items in <= 1.0 s on 2 cores; a first call <= 0.5 s.
@@ -43,7 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import make_evalset
 
 from linrec.hardware import batch_size_for  # noqa: E402
-from linrec.models import EASE  # noqa: E402
+from linrec.item_order import BatchKeys  # noqa: E402
+from linrec.models import EASE, _sparse_dense  # noqa: E402
+from linrec.models.linalg import thread_count  # noqa: E402
 
 
 def best_of(repeats: int, fn):
@@ -119,22 +126,16 @@ def main() -> None:
             model.score(foldin[rows])
 
     def score_by(blocked: bool):
-        from linrec.models._sparse_dense import sparse_dense_product
-        from linrec.models.linalg import thread_count
-
         for rows in batches:
-            sparse_dense_product(foldin[rows], model.W_, thread_count(0), blocked=blocked)
+            _sparse_dense.sparse_dense_product(foldin[rows], model.W_, thread_count(0),
+                                               blocked=blocked)
 
-    def top_k_by(fused: bool):
-        from linrec.item_order import BatchKeys
-        from linrec.models._sparse_dense import product_top_k
-        from linrec.models.linalg import thread_count
-
+    def top_k_by(path: str):
         for rows in batches:
             part = foldin[rows]
-            product_top_k(part, model.W_, part, k, BatchKeys(0, np.arange(rows.start, rows.stop),
-                                                              n_items),
-                          thread_count(0), fused=fused)
+            keys = BatchKeys(0, np.arange(rows.start, rows.stop), n_items)
+            _sparse_dense.product_top_k(part, model.W_, part, k, keys, thread_count(0),
+                                        path=path)
 
     def reference():
         out = []
@@ -151,8 +152,12 @@ def main() -> None:
     t_rows, _ = best_of(args.repeats, lambda: score_by(blocked=False))
     t_blocks, _ = best_of(args.repeats, lambda: score_by(blocked=True))
     t_score, _ = best_of(args.repeats, score_only)
-    t_fused, _ = best_of(args.repeats, lambda: top_k_by(fused=True))
-    t_unfused, _ = best_of(args.repeats, lambda: top_k_by(fused=False))
+    t_build, screen = best_of(1, lambda: _sparse_dense._screen_of(model.W_, thread_count(0)))
+    t_screened, _ = best_of(args.repeats, lambda: top_k_by("screened")) if screen else (None, 0)
+    share = _sparse_dense.SCREEN_ROWS["screened"] / max(1, _sparse_dense.SCREEN_ROWS["rows"])
+    t_fused, _ = best_of(args.repeats, lambda: top_k_by("fused"))
+    t_unfused, _ = best_of(args.repeats, lambda: top_k_by("blocked"))
+    t_rec_first, _ = best_of(1, lambda: model.recommend(foldin, k, memory_budget_mb=budget))
     t_rec, (items, _) = best_of(args.repeats, lambda: model.recommend(foldin, k,
                                                                       memory_budget_mb=budget))
     t_ref, ref_items = best_of(args.repeats, reference)
@@ -167,23 +172,28 @@ def main() -> None:
     print(f"  score, column blocks{t_blocks:7.2f} s   {t_rows / t_blocks:.2f}x row by row; "
           f"{macs / 1e9:.1f} G multiply-adds: {2 * macs / gemm_rate:.2f} s at the sgemm rate "
           f"({gemm_rate / 1e9:.0f} GFLOP/s)")
-    from linrec.models._sparse_dense import _PATH_TIMES
-    from linrec.models.linalg import thread_count
-
     key = (model.W_.shape, model.W_.dtype.str, thread_count(0))
-    chosen = {path: f"{seconds * 1e9:.3f} ns" for path, seconds in _PATH_TIMES.get(key, {}).items()}
+    times = _sparse_dense._PATH_TIMES
+    chosen = {path: f"{seconds * 1e9:.3f} ns" for path, seconds in times.get(key, {}).items()}
     top_k_chosen = {path: f"{seconds * 1e9:.3f} ns"
-                    for path, seconds in _PATH_TIMES.get((*key, "top-k"), {}).items()}
-    print(f"  score, the model's  {t_score:7.2f} s   the faster path, timed on the first two "
-          f"batches (per multiply-add, blocked: {chosen.get(True)}, row by row: "
+                    for path, seconds in times.get((*key, "top-k"), {}).items()}
+    print(f"  score, the model's  {t_score:7.2f} s   the faster path, timed on the halves of "
+          f"the first batch (per multiply-add, blocked: {chosen.get(True)}, row by row: "
           f"{chosen.get(False)})")
+    if screen:
+        print(f"  top-k, screened     {t_screened:7.2f} s   {t_screened / t_rows:.2f}x the "
+              f"row-by-row product alone; reads {macs / 1e9:.1f} GB of W's int8 copy: "
+              f"{macs / bandwidth:.2f} s at {bandwidth / 1e9:.1f} GB/s; {100 * share:.1f} % of "
+              f"rows settled by the screen; the copy made in {t_build:.2f} s")
+    else:
+        print("  top-k, screened           -   W cannot be screened here")
     print(f"  top-k, fused        {t_fused:7.2f} s   {t_fused / t_rows:.2f}x the row-by-row "
           f"product alone")
     print(f"  top-k, blocked+heap {t_unfused:7.2f} s   {t_unfused / t_blocks:.2f}x the "
           f"column-blocked product alone")
-    print(f"  recommend           {t_rec:7.2f} s   the faster top-k path, timed on the first two "
-          f"batches (per multiply-add, fused: {top_k_chosen.get(True)}, blocked + heap: "
-          f"{top_k_chosen.get(False)})")
+    print(f"  recommend           {t_rec:7.2f} s   the fastest top-k path, each timed on a third "
+          f"of the first batch (per multiply-add: {top_k_chosen}); the first call, with those "
+          f"trials: {t_rec_first:.2f} s")
     print(f"  reference numpy     {t_ref:7.2f} s   recommend is {t_ref / t_rec:.2f}x faster; "
           f"same lists: {same}")
     print(f"  first call in a fresh process, 100 users: {first_call(n_items):.2f} s")

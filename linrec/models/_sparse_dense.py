@@ -18,28 +18,38 @@ same order, so the blocked result is the row-by-row result, bit for bit.
 Which of the two is faster depends on the machine: blocks read each row's segments from the
 last-level cache in short random reads, row by row streams whole W rows from memory with the
 prefetcher's help (on some AMD EPYC machines the blocked product is 2.3x slower, on others
-the faster: experiments/LOG.md). Since both give the same bits, a process times each on its
-first products of a shape and takes the faster from then on.
+the faster: experiments/LOG.md). Since both give the same bits, a process's first product of
+a shape runs half its rows each way, timed, and later ones take the faster.
 
 For top-K lists (`product_top_k`, which `Recommender.recommend` takes for the models that score
 by this product) the row-by-row product also selects: each row is summed into a buffer of its
 thread's own, its excluded items set to -inf and its k best taken while the row is in the
 cache, so the score matrix is never written out, masked and read again. Against that, the
-column-blocked product then `item_order.top_k`: again the faster of the two, timed on a
-process's first lists of a shape; both give `top_k` of the masked product, bit for bit.
+column-blocked product then `item_order.top_k`: again the fastest, timed on shares of a
+process's first list of a shape; every path gives `top_k` of the masked product, bit for bit.
+
+A third top-K path reads a quarter of the bytes: an int8 copy of W (one float32 scale per row
+and block of 64 columns, built once per W) screens each row, a rigorous bound on the
+screen's error per block then rules out every item that k others beat for certain, and only
+the few left (~k) are scored exactly from W, in the product's order, and selected
+(`linrec._row_kernels.screened_top_k_rows`). The lists and scores are the exact path's; a row
+the screen cannot settle takes the exact path. It needs W float32 and n_items bytes per item
+of memory more, and must not see W changed in place after its copy was made (a model's fit
+assigns a new W).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
 import scipy.sparse as sp
 
-from linrec.hardware import on_row_chunks
+from linrec.hardware import available_memory_bytes, on_row_chunks
 from linrec.item_order import BatchKeys, bad_scores, top_k, user_key_bases
 
 T = TypeVar("T")
@@ -54,6 +64,12 @@ MIN_BLOCK_COLUMNS = 64
 KERNEL_MIN_MULTIPLY_ADDS = 2**30
 
 
+#: top-K lists through the int8 screen for k up to this share of the columns
+SCREEN_MAX_K_SHARE = 1 / 16
+#: the screen's copy of W (one byte an entry) is made only within this share of free memory
+SCREEN_MEMORY_SHARE = 0.25
+
+
 def column_blocks(n_rows: int, n_columns: int, itemsize: int) -> list[tuple[int, int]]:
     """(c0, c1) blocks of W's columns of about BLOCK_BYTES each (at least MIN_BLOCK_COLUMNS
     columns, a multiple of 16)."""
@@ -62,24 +78,42 @@ def column_blocks(n_rows: int, n_columns: int, itemsize: int) -> list[tuple[int,
 
 
 #: seconds per multiply-add of each path (`sparse_dense_product`, blocked: True / False; and
-#: `product_top_k`, fused: True / False), timed on the first calls of each (W's shape, dtype,
-#: threads, which) in this process
-_PATH_TIMES: dict[tuple, dict[bool, float]] = {}
+#: `product_top_k`, TOP_K_PATHS), timed on shares of the first call of each (W's shape,
+#: dtype, threads, which) in this process
+_PATH_TIMES: dict[tuple, dict[bool | str, float]] = {}
+#: `product_top_k`'s paths, in the order they are timed
+TOP_K_PATHS = ("screened", "fused", "blocked")
+#: the int8 screen of each W in use (None: W cannot be screened, or its screen was dropped
+#: because another path was timed faster), by id(W) while W lives
+_SCREENS: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
+#: rows served by the screen, and rows the screened path was asked for, in this process
+SCREEN_ROWS = {"screened": 0, "rows": 0}
 
 
-def _by_faster_path(key: tuple, paths: tuple[bool, bool], run: Callable[[bool], T],
-                    multiply_adds: int, load: Callable[[], object]) -> T:
-    """run(path) for the path of `paths` timed faster under `key`; while one is untimed, that
-    one, timed (per multiply-add) after `load()` has loaded its kernels (numba's cache)."""
+def _by_fastest_path(key: tuple, paths: tuple, run: Callable[[bool | str, slice], T],
+                     X: sp.csr_matrix, width: int, load: Callable[[], object],
+                     join: Callable[[list[T]], T]) -> T:
+    """run(path, rows) over all of X's rows for the path of `paths` timed fastest under `key`.
+    While some are untimed, X's rows are split evenly among them instead, each part run by
+    one of them and timed per multiply-add (nnz x width) after `load()` has loaded the
+    kernels (numba's cache), and the parts' results joined: a process's first call costs
+    about one call of the average path, not one of each."""
     times = _PATH_TIMES.setdefault(key, {})
     untimed = [path for path in paths if path not in times]
     if not untimed:
-        return run(min(times, key=times.__getitem__))
+        return run(min(paths, key=times.__getitem__), slice(0, X.shape[0]))
     load()
-    start = time.perf_counter()
-    out = run(untimed[0])
-    times[untimed[0]] = (time.perf_counter() - start) / max(1, multiply_adds)
-    return out
+    bounds = np.linspace(0, X.shape[0], len(untimed) + 1).astype(int)
+    parts = []
+    for path, start_row, stop_row in zip(untimed, bounds[:-1], bounds[1:], strict=True):
+        rows = slice(int(start_row), int(stop_row))
+        start = time.perf_counter()
+        parts.append(run(path, rows))
+        seconds = time.perf_counter() - start
+        nnz = int(X.indptr[rows.stop] - X.indptr[rows.start])
+        if nnz:  # an empty part times nothing
+            times[path] = seconds / (nnz * width)
+    return join(parts)
 
 
 def sparse_dense_product(foldin: sp.spmatrix, W: np.ndarray, threads: int,
@@ -87,46 +121,70 @@ def sparse_dense_product(foldin: sp.spmatrix, W: np.ndarray, threads: int,
     """foldin (m x n, sparse) @ W (n x d, dense float32/float64) in W's dtype: (m, d), equal to
     scipy's `sp.csr_matrix(foldin, dtype=W.dtype) @ W` bit for bit, on `threads` threads.
     blocked: True, in column blocks of W; False, row by row over the whole of W; None, the
-    faster of the two here: the first product of a shape runs blocked, the second row by row,
-    each timed, and every later one the faster (the module docstring). Below
+    faster of the two here: the first product of a shape runs half its rows blocked and half
+    row by row, each timed, and every later one the faster (the module docstring). Below
     KERNEL_MIN_MULTIPLY_ADDS it is scipy's product itself."""
     X = _checked(foldin, W)
     if X.nnz * W.shape[1] < KERNEL_MIN_MULTIPLY_ADDS:
         return np.asarray(X @ W)
     if blocked is not None:
         return _product(X, W, threads, blocked)
-    return _by_faster_path((W.shape, W.dtype.str, int(threads)), (True, False),
-                           lambda path: _product(X, W, threads, path), X.nnz * W.shape[1],
-                           lambda: _product(X[:0], W, 1, False))
+    return _by_fastest_path((W.shape, W.dtype.str, int(threads)), (True, False),
+                            lambda path, rows: _product(X[rows], W, threads, path), X,
+                            W.shape[1], lambda: _product(X[:0], W, 1, False), np.vstack)
 
 
 def product_top_k(foldin: sp.spmatrix, W: np.ndarray, exclude: sp.csr_matrix | None, k: int,
-                  keys: BatchKeys, threads: int, fused: bool | None = None,
+                  keys: BatchKeys, threads: int, path: str | None = None,
                   min_rows: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """`item_order.top_k(scores, k, keys, exclude)` of scores = foldin @ W (as
     `sparse_dense_product` computes them), bit for bit: items int64 (m, k') and scores (m, k')
     in W's dtype, k' = min(k, d). exclude: CSR (m x d) whose entries are never returned, or
-    None. fused: True, each row scored and selected in one pass (row by row over W); False, the
-    column-blocked product, then `top_k`; None, the faster of the two, timed on the first two
-    calls of a shape. Fewer than `min_rows` rows, or fewer than KERNEL_MIN_MULTIPLY_ADDS
-    multiply-adds: scipy's product, then `top_k` (no compiled kernel to load)."""
+    None. path: "screened" (the int8 screen, then the few items left scored exactly), "fused"
+    (each row scored and selected in one pass), "blocked" (the column-blocked product, then
+    `top_k`), or None: the fastest of them, each timed on its share of the rows of the first
+    call of a shape (the screen only for float32 W and k up to SCREEN_MAX_K_SHARE of the
+    columns, and only where its copy of W fits). Fewer than `min_rows` rows, or fewer than
+    KERNEL_MIN_MULTIPLY_ADDS multiply-adds: scipy's product, then `top_k` (no compiled kernel
+    to load)."""
     X = _checked(foldin, W)
     if X.shape[0] < min_rows or X.nnz * W.shape[1] < KERNEL_MIN_MULTIPLY_ADDS:
         return top_k(np.asarray(X @ W), k, keys, exclude=exclude)
     if exclude is None:
-        exclude = sp.csr_matrix(X.shape, dtype=W.dtype)
+        exclude = sp.csr_matrix((X.shape[0], W.shape[1]), dtype=W.dtype)
     if exclude.shape != (X.shape[0], W.shape[1]):
         raise ValueError(f"exclude has shape {exclude.shape}; expected {(X.shape[0], W.shape[1])}")
+    kk = min(int(k), W.shape[1])
+    key = (W.shape, W.dtype.str, int(threads), "top-k")
+    screenable = kk <= SCREEN_MAX_K_SHARE * W.shape[1]
+    if path is None:
+        times = _PATH_TIMES.get(key, {})
+        if screenable and "screened" not in times:  # made before any path is timed
+            screenable = _screen_of(W, threads) is not None
+        elif len(times) == len(TOP_K_PATHS) and min(times, key=times.__getitem__) != "screened":
+            _SCREENS[id(W)] = None  # timed slower than another path: its copy is dropped
+            screenable = False
+        paths = TOP_K_PATHS if screenable else TOP_K_PATHS[1:]
+    elif path not in TOP_K_PATHS:
+        raise ValueError(f"path={path!r}: one of {TOP_K_PATHS} or None")
+    elif path == "screened" and (not screenable or _screen_of(W, threads) is None):
+        raise ValueError(f"W of {W.dtype} {W.shape} cannot be screened for k={kk}")
 
-    def run(path: bool) -> tuple[np.ndarray, np.ndarray]:
-        if path:
-            return _product_top_k(X, W, exclude, min(int(k), W.shape[1]), keys, threads)
-        return top_k(_product(X, W, threads, True), k, keys, exclude=exclude)
+    def run(chosen: str, rows: slice) -> tuple[np.ndarray, np.ndarray]:
+        part, part_exclude = X[rows], exclude[rows]
+        part_keys = BatchKeys(keys.seed, keys.users[rows], keys.n_items)
+        screen = _screen_of(W, threads) if chosen == "screened" else None
+        if screen is not None:
+            return _screened_top_k(part, W, screen, part_exclude, kk, part_keys, threads)
+        if chosen == "blocked":
+            return top_k(_product(part, W, threads, True), kk, part_keys, exclude=part_exclude)
+        return _product_top_k(part, W, part_exclude, kk, part_keys, threads)
 
-    if fused is not None:
-        return run(fused)
-    return _by_faster_path((W.shape, W.dtype.str, int(threads), "top-k"), (True, False), run,
-                           X.nnz * W.shape[1], lambda: _load_kernels(W))
+    if path is not None:
+        return run(path, slice(0, X.shape[0]))
+    return _by_fastest_path(key, paths, run, X, W.shape[1], lambda: _load_kernels(W),
+                            lambda parts: (np.vstack([items for items, _ in parts]),
+                                           np.vstack([best for _, best in parts])))
 
 
 def product_top_k_for(model: object) -> Callable[..., tuple[np.ndarray, np.ndarray]] | None:
@@ -152,8 +210,13 @@ def _checked(foldin: sp.spmatrix, W: np.ndarray) -> sp.csr_matrix:
 
 
 def _load_kernels(W: np.ndarray) -> None:
-    """Load both top-K paths' kernels for W's dtype (numba's cache), each run on no rows."""
-    from linrec._row_kernels import product_rows, product_top_k_rows, top_k_rows
+    """Load the top-K paths' kernels for W's dtype (numba's cache), each run on no rows."""
+    from linrec._row_kernels import (
+        product_rows,
+        product_top_k_rows,
+        screened_top_k_rows,
+        top_k_rows,
+    )
 
     none, one = np.zeros(1, np.int64), np.empty(0, np.int64)
     items, best = np.empty((0, 1), np.int64), np.empty((0, 1), W.dtype)
@@ -161,6 +224,55 @@ def _load_kernels(W: np.ndarray) -> None:
     product_rows(none, one, W[:0, 0], W, W[:0], 0, 0, 0, W.shape[1])
     product_top_k_rows(none, one, W[:0, 0], W, none, one, bases, 1, items, best, bad, 0, 0)
     top_k_rows(W[:0], bases, 1, items, best, bad, 0, 0)
+    screen = _SCREENS.get(id(W))
+    if screen is not None:
+        screened_top_k_rows(none, one, W[:0, 0], W, *screen, none, one, bases, 1, 1, items,
+                            best, bad, bad, 0, 0)
+
+
+def _screen_of(W: np.ndarray, threads: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """W's int8 screen (Q int8 (n, d), S float32 (n, ceil(d / 64))), made on the first call
+    for this W (`linrec._row_kernels.quantize_rows`); None where W is not float32 and
+    C-contiguous, the copy would not fit, or W holds NaN, infinities or tiny blocks."""
+    if id(W) in _SCREENS:
+        return _SCREENS[id(W)]
+    screen = None
+    if (W.dtype == np.float32 and W.flags.c_contiguous
+            and W.size <= SCREEN_MEMORY_SHARE * available_memory_bytes()):
+        from linrec._row_kernels import SCREEN_BLOCK, quantize_rows  # numba
+
+        Q = np.empty(W.shape, np.int8)
+        S = np.empty((W.shape[0], -(-W.shape[1] // SCREEN_BLOCK)), np.float32)
+        usable = np.ones(W.shape[0], np.int8)
+        on_row_chunks(lambda start, stop: quantize_rows(W, Q, S, usable, start, stop),
+                      W.shape[0], threads)
+        screen = (Q, S) if usable.all() else None
+    _SCREENS[id(W)] = screen
+    weakref.finalize(W, _SCREENS.pop, id(W), None)
+    return screen
+
+
+def _screened_top_k(X: sp.csr_matrix, W: np.ndarray, screen: tuple[np.ndarray, np.ndarray],
+                    exclude: sp.csr_matrix, k: int, keys: BatchKeys, threads: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """`product_top_k` through W's int8 screen (k <= W's columns)."""
+    from linrec._row_kernels import screened_top_k_rows  # numba: loaded when needed
+
+    Q, S = screen
+    n_rows = X.shape[0]
+    items, best = np.empty((n_rows, k), np.int64), np.empty((n_rows, k), W.dtype)
+    bad, screened = np.zeros(n_rows, np.int8), np.zeros(n_rows, np.int8)
+    indptr, indices = X.indptr.astype(np.int64), X.indices.astype(np.int64)
+    ex_indptr, ex_indices = exclude.indptr.astype(np.int64), exclude.indices.astype(np.int64)
+    bases = user_key_bases(keys)
+    on_row_chunks(lambda start, stop: screened_top_k_rows(
+        indptr, indices, X.data, W, Q, S, ex_indptr, ex_indices, bases, k, 4 * k + 256, items,
+        best, bad, screened, start, stop), n_rows, threads)
+    SCREEN_ROWS["screened"] += int(screened.sum())
+    SCREEN_ROWS["rows"] += n_rows
+    if bad.any():
+        raise bad_scores(int(np.argmax(bad)))
+    return items, best
 
 
 def _product_top_k(X: sp.csr_matrix, W: np.ndarray, exclude: sp.csr_matrix, k: int,
