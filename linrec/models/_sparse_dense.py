@@ -173,6 +173,8 @@ def product_top_k(foldin: sp.spmatrix, W: np.ndarray, exclude: sp.csr_matrix | N
     def run(chosen: str, rows: slice) -> tuple[np.ndarray, np.ndarray]:
         part, part_exclude = X[rows], exclude[rows]
         part_keys = BatchKeys(keys.seed, keys.users[rows], keys.n_items)
+        # a screen dropped, or one W of a shape whose screen was timed fastest that cannot be
+        # screened: the fused path
         screen = _screen_of(W, threads) if chosen == "screened" else None
         if screen is not None:
             return _screened_top_k(part, W, screen, part_exclude, kk, part_keys, threads)
@@ -258,21 +260,14 @@ def _screened_top_k(X: sp.csr_matrix, W: np.ndarray, screen: tuple[np.ndarray, n
     """`product_top_k` through W's int8 screen (k <= W's columns)."""
     from linrec._row_kernels import screened_top_k_rows  # numba: loaded when needed
 
-    Q, S = screen
-    n_rows = X.shape[0]
-    items, best = np.empty((n_rows, k), np.int64), np.empty((n_rows, k), W.dtype)
-    bad, screened = np.zeros(n_rows, np.int8), np.zeros(n_rows, np.int8)
-    indptr, indices = X.indptr.astype(np.int64), X.indices.astype(np.int64)
-    ex_indptr, ex_indices = exclude.indptr.astype(np.int64), exclude.indices.astype(np.int64)
-    bases = user_key_bases(keys)
-    on_row_chunks(lambda start, stop: screened_top_k_rows(
-        indptr, indices, X.data, W, Q, S, ex_indptr, ex_indices, bases, k, 4 * k + 256, items,
-        best, bad, screened, start, stop), n_rows, threads)
+    screened = np.zeros(X.shape[0], np.int8)
+    out = _kernel_top_k(X, W.dtype, exclude, k, keys, threads,
+                        lambda foldin, excluded, bases, lists, start, stop: screened_top_k_rows(
+                            *foldin, W, *screen, *excluded, bases, k, 4 * k + 256, *lists,
+                            screened, start, stop))
     SCREEN_ROWS["screened"] += int(screened.sum())
-    SCREEN_ROWS["rows"] += n_rows
-    if bad.any():
-        raise bad_scores(int(np.argmax(bad)))
-    return items, best
+    SCREEN_ROWS["rows"] += X.shape[0]
+    return out
 
 
 def _product_top_k(X: sp.csr_matrix, W: np.ndarray, exclude: sp.csr_matrix, k: int,
@@ -281,15 +276,26 @@ def _product_top_k(X: sp.csr_matrix, W: np.ndarray, exclude: sp.csr_matrix, k: i
     from linrec._row_kernels import product_top_k_rows  # numba: loaded when needed
 
     W = np.ascontiguousarray(W)
+    return _kernel_top_k(X, W.dtype, exclude, k, keys, threads,
+                         lambda foldin, excluded, bases, lists, start, stop: product_top_k_rows(
+                             *foldin, W, *excluded, bases, k, *lists, start, stop))
+
+
+def _kernel_top_k(X: sp.csr_matrix, dtype: np.dtype, exclude: sp.csr_matrix, k: int,
+                  keys: BatchKeys, threads: int, kernel: Callable[..., None]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """items, best (m, k) from a compiled top-K kernel run on row chunks as
+    kernel((indptr, indices, data), (ex_indptr, ex_indices), bases, (items, best, bad), start,
+    stop); a row it marks bad (a NaN or +inf score) raises DataError."""
     n_rows = X.shape[0]
-    items, best = np.empty((n_rows, k), np.int64), np.empty((n_rows, k), W.dtype)
+    items, best = np.empty((n_rows, k), np.int64), np.empty((n_rows, k), dtype)
     bad = np.zeros(n_rows, np.int8)
     indptr, indices = X.indptr.astype(np.int64), X.indices.astype(np.int64)
     ex_indptr, ex_indices = exclude.indptr.astype(np.int64), exclude.indices.astype(np.int64)
     bases = user_key_bases(keys)
-    on_row_chunks(lambda start, stop: product_top_k_rows(
-        indptr, indices, X.data, W, ex_indptr, ex_indices, bases, k, items, best, bad, start,
-        stop), n_rows, threads)
+    on_row_chunks(lambda start, stop: kernel((indptr, indices, X.data), (ex_indptr, ex_indices),
+                                             bases, (items, best, bad), start, stop),
+                  n_rows, threads)
     if bad.any():
         raise bad_scores(int(np.argmax(bad)))
     return items, best
