@@ -144,8 +144,8 @@ def sampled_wins(sampled_scores: np.ndarray, target_scores: np.ndarray,
 # ---------------------------------------------------------------------------------------------
 
 
-#: rows from which `top_k` selects with the compiled heap; fewer are sorted by numpy, so that a
-#: process's first small request skips numba's import and the kernel's load
+#: rows from which `top_k` selects with the compiled heap; fewer are selected by numpy, so that
+#: a process's first small request skips numba's import and the kernel's load
 COMPILED_FROM_ROWS = 256
 
 
@@ -156,18 +156,28 @@ def bad_scores(row: int) -> DataError:
 
 
 def _top_k_sorted(scores: np.ndarray, k: int, keys: BatchKeys) -> tuple[np.ndarray, np.ndarray]:
-    """`top_k` by one sort of each row by (score descending, key ascending)."""
+    """`top_k` by numpy: each row partitioned at its k-th largest score, then the items at or
+    above it (every tie of the k-th included) sorted by (score descending, key ascending)."""
     bad = np.isnan(scores).any(axis=1) | (scores == np.inf).any(axis=1)
     if bad.any():
         raise bad_scores(int(np.argmax(bad)))
-    order = np.lexsort((keys.dense(), -scores), axis=1)[:, :k]
-    best = np.take_along_axis(scores, order, axis=1)
-    order[best == -np.inf] = -1
-    return order, best
+    n_rows, n_items = scores.shape
+    kth = np.partition(scores, n_items - k, axis=1)[:, n_items - k]
+    rows, cols = np.nonzero((scores >= kth[:, None]) & (scores > -np.inf))
+    values = scores[rows, cols]
+    order = np.lexsort((keys[rows, cols], -values, rows))
+    rows, cols, values = rows[order], cols[order], values[order]
+    place = np.arange(len(rows)) - np.searchsorted(rows, rows)  # position within its row
+    kept = place < k
+    items = np.full((n_rows, k), -1, np.int64)
+    best = np.full((n_rows, k), -np.inf, scores.dtype)
+    items[rows[kept], place[kept]] = cols[kept]
+    best[rows[kept], place[kept]] = values[kept]
+    return items, best
 
 
-def top_k(scores: np.ndarray, k: int, keys: BatchKeys, exclude: sp.spmatrix | None = None
-          ) -> tuple[np.ndarray, np.ndarray]:
+def top_k(scores: np.ndarray, k: int, keys: BatchKeys, exclude: sp.spmatrix | None = None,
+          compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The k best items of each row, best first, in the order of `beats`.
 
     scores: float (m, n_items); entries of -inf are excluded (masked) items and never returned.
@@ -179,7 +189,9 @@ def top_k(scores: np.ndarray, k: int, keys: BatchKeys, exclude: sp.spmatrix | No
 
     One compiled pass over each row keeps a heap of its k best (linrec._row_kernels), rows on
     the threads linrec may use; the keys are hashed only for the few items that reach the heap.
-    Fewer than COMPILED_FROM_ROWS rows are sorted whole instead (no kernel to load)."""
+    compiled False (default: fewer than COMPILED_FROM_ROWS rows) selects by numpy instead (no
+    kernel to load): a partition at each row's k-th score, then a sort of the few items at or
+    above it; a caller listing many rows in small batches passes True."""
     if isinstance(k, bool) or int(k) != k or k < 1:
         raise ConfigError(f"k={k!r} must be a positive integer")
     if not isinstance(keys, BatchKeys):
@@ -198,7 +210,7 @@ def top_k(scores: np.ndarray, k: int, keys: BatchKeys, exclude: sp.spmatrix | No
     best = np.empty((n_rows, kk), scores.dtype)
     if n_rows == 0 or kk == 0:
         return items, best
-    if n_rows < COMPILED_FROM_ROWS:
+    if not (n_rows >= COMPILED_FROM_ROWS if compiled is None else compiled):
         return _top_k_sorted(scores, kk, keys)
     from linrec._row_kernels import top_k_rows  # numba, loaded on the first large list
 

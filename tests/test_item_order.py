@@ -24,14 +24,15 @@ def brute_force_top_k(scores: np.ndarray, k: int, keys: np.ndarray):
 @pytest.mark.parametrize("k", [1, 3, 7, 40, 60])
 @pytest.mark.parametrize("levels", [3, 1000])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_top_k_equals_brute_force_with_ties_and_masks(k, levels, dtype):
+@pytest.mark.parametrize("compiled", [None, True])  # 25 rows: numpy's selection by default
+def test_top_k_equals_brute_force_with_ties_and_masks(k, levels, dtype, compiled):
     rng = np.random.default_rng(k * levels)
     scores = rng.integers(0, levels, size=(25, 50)).astype(dtype)
     scores[rng.random(scores.shape) < 0.3] = -np.inf  # excluded items
     scores[3] = -np.inf  # a row without candidates
     users = rng.permutation(1000)[:25]
     keys = tie_break_keys(9, users, 50)
-    items, best = top_k(scores, k, BatchKeys(9, users, 50))
+    items, best = top_k(scores, k, BatchKeys(9, users, 50), compiled=compiled)
     want_items, want_best = brute_force_top_k(scores, k, keys)
     np.testing.assert_array_equal(items, want_items)
     np.testing.assert_array_equal(best, want_best.astype(dtype))

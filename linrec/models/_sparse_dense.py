@@ -136,7 +136,7 @@ def sparse_dense_product(foldin: sp.spmatrix, W: np.ndarray, threads: int,
 
 def product_top_k(foldin: sp.spmatrix, W: np.ndarray, exclude: sp.csr_matrix | None, k: int,
                   keys: BatchKeys, threads: int, path: str | None = None,
-                  min_rows: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                  compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     """`item_order.top_k(scores, k, keys, exclude)` of scores = foldin @ W (as
     `sparse_dense_product` computes them), bit for bit: items int64 (m, k') and scores (m, k')
     in W's dtype, k' = min(k, d). exclude: CSR (m x d) whose entries are never returned, or
@@ -144,12 +144,13 @@ def product_top_k(foldin: sp.spmatrix, W: np.ndarray, exclude: sp.csr_matrix | N
     (each row scored and selected in one pass), "blocked" (the column-blocked product, then
     `top_k`), or None: the fastest of them, each timed on its share of the rows of the first
     call of a shape (the screen only for float32 W and k up to SCREEN_MAX_K_SHARE of the
-    columns, and only where its copy of W fits). Fewer than `min_rows` rows, or fewer than
-    KERNEL_MIN_MULTIPLY_ADDS multiply-adds: scipy's product, then `top_k` (no compiled kernel
-    to load)."""
+    columns, and only where its copy of W fits). compiled False (default: fewer than
+    KERNEL_MIN_MULTIPLY_ADDS multiply-adds in this call): scipy's product, then numpy's
+    `top_k` (no compiled kernel to load); a caller listing a large request in small batches
+    passes True."""
     X = _checked(foldin, W)
-    if X.shape[0] < min_rows or X.nnz * W.shape[1] < KERNEL_MIN_MULTIPLY_ADDS:
-        return top_k(np.asarray(X @ W), k, keys, exclude=exclude)
+    if not (X.nnz * W.shape[1] >= KERNEL_MIN_MULTIPLY_ADDS if compiled is None else compiled):
+        return top_k(np.asarray(X @ W), k, keys, exclude=exclude, compiled=False)
     if exclude is None:
         exclude = sp.csr_matrix((X.shape[0], W.shape[1]), dtype=W.dtype)
     if exclude.shape != (X.shape[0], W.shape[1]):
@@ -179,7 +180,8 @@ def product_top_k(foldin: sp.spmatrix, W: np.ndarray, exclude: sp.csr_matrix | N
         if screen is not None:
             return _screened_top_k(part, W, screen, part_exclude, kk, part_keys, threads)
         if chosen == "blocked":
-            return top_k(_product(part, W, threads, True), kk, part_keys, exclude=part_exclude)
+            return top_k(_product(part, W, threads, True), kk, part_keys, exclude=part_exclude,
+                         compiled=True)
         return _product_top_k(part, W, part_exclude, kk, part_keys, threads)
 
     if path is not None:
@@ -189,19 +191,24 @@ def product_top_k(foldin: sp.spmatrix, W: np.ndarray, exclude: sp.csr_matrix | N
                                            np.vstack([best for _, best in parts])))
 
 
-def product_top_k_for(model: object) -> Callable[..., tuple[np.ndarray, np.ndarray]] | None:
-    """`product_top_k` bound to the model's W and threads, for a model whose scores are
-    `linrec.models.ease.ItemItemRecommender`'s product foldin @ W_ (it keeps that class's
-    `_score`: EASE, DLAE, EDLAE, debiased EASE, and a plugin's subclass that does not score
-    otherwise); None for every other model. Called as f(foldin, exclude, k, keys)."""
+def product_top_k_for(model: object, foldin: sp.csr_matrix
+                      ) -> Callable[..., tuple[np.ndarray, np.ndarray]] | None:
+    """`product_top_k` bound to the model's W and threads for the batches of one request
+    `foldin`, for a model whose scores are `linrec.models.ease.ItemItemRecommender`'s product
+    foldin @ W_ (it keeps that class's `_score`: EASE, DLAE, EDLAE, debiased EASE, and a
+    plugin's subclass that does not score otherwise); None for every other model. Called as
+    f(batch, exclude, k, keys). The compiled paths serve a request of at least the model's
+    COMPILED_FROM_ROWS rows and KERNEL_MIN_MULTIPLY_ADDS multiply-adds, whatever its batches."""
     ease = sys.modules.get("linrec.models.ease")  # not imported: no model of it exists
     if ease is None or getattr(type(model), "_score", None) is not ease.ItemItemRecommender._score:
         return None
     from linrec.models.linalg import thread_count
 
     W, threads = model.W_, thread_count(model.num_threads)
-    return lambda foldin, exclude, k, keys: product_top_k(
-        foldin, W, exclude, k, keys, threads, min_rows=ease.COMPILED_FROM_ROWS)
+    compiled = (foldin.shape[0] >= ease.COMPILED_FROM_ROWS
+                and foldin.nnz * W.shape[1] >= KERNEL_MIN_MULTIPLY_ADDS)
+    return lambda batch, exclude, k, keys: product_top_k(batch, W, exclude, k, keys, threads,
+                                                         compiled=compiled)
 
 
 def _checked(foldin: sp.spmatrix, W: np.ndarray) -> sp.csr_matrix:

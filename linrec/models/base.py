@@ -235,7 +235,7 @@ class Recommender(ABC):
         evaluator ranks 1..k. item_ids (Split.item_ids): return raw item ids (object array)
         instead of indices. A row with fewer than k candidates ends in item -1 (None with
         item_ids) and score -inf. Scored in batches of memory_budget_mb, like the evaluator."""
-        from linrec.item_order import BatchKeys, top_k
+        from linrec.item_order import COMPILED_FROM_ROWS, BatchKeys, top_k
         from linrec.models._sparse_dense import product_top_k_for
         from linrec.scoring import row_batches, scored_batch
 
@@ -269,7 +269,8 @@ class Recommender(ABC):
         items = np.empty((n_rows, kk), np.int64)
         scores = None
         # a model scoring by an item-item product selects as it scores (`product_top_k`)
-        by_product = product_top_k_for(self)
+        by_product = product_top_k_for(self, foldin)
+        compiled = n_rows >= COMPILED_FROM_ROWS  # the request's size, whatever its batches
         for rows in row_batches(foldin.shape, memory_budget_mb=memory_budget_mb):
             keys = BatchKeys(seed, key_users[rows], n_items)
             part = None if masked is None else masked[rows]
@@ -278,7 +279,7 @@ class Recommender(ABC):
             else:
                 got_items, got_scores = top_k(
                     scored_batch(self._score, foldin, users, rows, owner=self.name), kk, keys,
-                    exclude=part)
+                    exclude=part, compiled=compiled)
             if scores is None:
                 scores = np.empty((n_rows, kk), got_scores.dtype)
             items[rows], scores[rows] = got_items, got_scores

@@ -132,6 +132,29 @@ def test_recommend_batches_excludes_and_maps_raw_ids():
     assert model.recommend(foldin, 50)[0].shape == (15, 20)  # k above the catalogue
 
 
+def test_recommend_in_small_batches_selects_as_a_large_request(monkeypatch):
+    """A request of many rows in small batches takes the compiled selection for every batch
+    (its size decides, not the batch's), and lists what one batch lists."""
+    import linrec.item_order as item_order
+    from linrec.hardware import batch_size_for
+
+    train = sp.csr_matrix((np.random.default_rng(2).random((300, 40)) < 0.2).astype(np.float32))
+    model = MostPopular().fit(train)
+    whole = model.recommend(train, 5)
+    seen = []
+    original = item_order.top_k
+    monkeypatch.setattr(item_order, "top_k",
+                        lambda *a, **kw: seen.append(kw.get("compiled")) or original(*a, **kw))
+    budget = 40 * 16 * 10 / 2**20
+    assert batch_size_for(40, budget) == 10
+    small = model.recommend(train, 5, memory_budget_mb=budget)
+    assert seen == [True] * 30
+    np.testing.assert_array_equal(small[0], whole[0])
+    np.testing.assert_array_equal(small[1], whole[1])
+    model.recommend(train[:20], 5, memory_budget_mb=budget)
+    assert seen[-2:] == [False, False]  # 20 rows: numpy's selection, no kernel to load
+
+
 def test_recommend_rejects_bad_input():
     model = EASE(lam=2.0).fit(_train_of(20))
     foldin = _train_of(20)[:4]

@@ -337,9 +337,9 @@ def test_recommend_of_an_item_item_model_selects_as_it_scores(monkeypatch, path)
             return super()._score(foldin, users) * 2.0
 
     generic = Rescored(lam=2.0).fit(train)
-    assert _sparse_dense.product_top_k_for(model) is not None
-    assert _sparse_dense.product_top_k_for(generic) is None
-    assert _sparse_dense.product_top_k_for(MostPopular().fit(train)) is None
+    assert _sparse_dense.product_top_k_for(model, train) is not None
+    assert _sparse_dense.product_top_k_for(generic, train) is None
+    assert _sparse_dense.product_top_k_for(MostPopular().fit(train), train) is None
     calls = []
     original = _sparse_dense.product_top_k
     monkeypatch.setattr(_sparse_dense, "product_top_k",
