@@ -369,15 +369,17 @@ def screened_top_k_rows(indptr, indices, data, W, Q, S, ex_indptr, ex_indices, b
         p0, p1 = indptr[r], indptr[r + 1]
         bound[:] = 0.0
         vmax = 0.0
+        finite = True
         for p in range(p0, p1):
             av = abs(np.float64(data[p]))
+            finite &= av < np.inf  # False for NaN too
             vmax = max(vmax, av)
             srow = S[indices[p]]
             for b in range(n_blocks):
                 bound[b] += av * np.float64(srow[b])
         m = p1 - p0 + 4
         gamma = m * 2.0 ** -24 / (1.0 - m * 2.0 ** -24)
-        ok = vmax < np.inf and gamma < 2.0 ** -12  # rows of up to ~4 000 entries
+        ok = finite and gamma < 2.0 ** -12  # rows of up to ~4 000 entries
         if ok:  # partial sums of t and s stay below sum |v|·M: finite if that is
             ok = bound.max() * 127.0 * 1.01 < 1e38
         count = 0

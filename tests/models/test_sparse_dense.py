@@ -257,6 +257,25 @@ def test_a_row_the_screen_cannot_settle_takes_the_exact_path(path):
     assert _sparse_dense.SCREEN_ROWS["screened"] == before["screened"]
 
 
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_a_non_finite_fold_in_value_raises_on_every_path(any_k, path, value):
+    """A NaN or infinite fold-in weight makes its row's scores non-finite: every path names
+    the row (the screen hands it to the exact path, which finds them)."""
+    from linrec.errors import DataError
+    from linrec.item_order import BatchKeys
+
+    X, W = _tied_input(np.float32)
+    X = X.copy()
+    row = 13
+    X.data[X.indptr[row]] = value
+    for top_k_path in ("screened", "fused", "blocked"):
+        if path == "scipy" and top_k_path != "screened":
+            continue  # one pass of scipy's product is enough
+        with pytest.raises(DataError, match=f"scores of row {row} contain NaN or \\+inf"):
+            _sparse_dense.product_top_k(X, W, None, 3, BatchKeys(0, np.arange(56), 40), 2,
+                                        path=top_k_path)
+
+
 def test_w_with_nan_or_tiny_blocks_is_not_screened():
     W = np.ones((20, 64), np.float32)
     assert _sparse_dense._screen_of(W, 1) is not None
