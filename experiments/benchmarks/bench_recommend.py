@@ -9,7 +9,8 @@ Rows, each the best of --repeats:
   score, column blocks   W in column blocks of ~8 MB, each read from memory once per batch,
                          then from the cache;
   score, the model's     the model's scores as it computes them: the faster of the two
-                         above, each timed on half of the first batch (the same bits);
+                         above, each timed on half of the first batch (the same bits); a batch
+                         of fewer than KERNEL_MIN_MULTIPLY_ADDS is scipy's product;
   top-k, screened        W's int8 copy (made once per W, its time printed apart) screens each
                          row at a quarter of W's bytes; a bound on its error rules out every
                          item that k others beat for certain; the few left are scored exactly
@@ -136,17 +137,17 @@ def main() -> None:
         for rows in batches:
             model.score(foldin[rows])
 
-    def score_by(blocked: bool):
+    def score_by(blocked: bool):  # the compiled path, whatever a batch's size
         for rows in batches:
-            _sparse_dense.sparse_dense_product(foldin[rows], model.W_, thread_count(0),
-                                               blocked=blocked)
+            _sparse_dense._product(sp.csr_matrix(foldin[rows], dtype=model.W_.dtype), model.W_,
+                                   thread_count(0), blocked)
 
     def top_k_by(path: str):
         for rows in batches:
             part = foldin[rows]
             keys = BatchKeys(0, np.arange(rows.start, rows.stop), n_items)
             _sparse_dense.product_top_k(part, model.W_, part, k, keys, thread_count(0),
-                                        path=path)
+                                        path=path, compiled=True)
 
     def reference():
         out = []
