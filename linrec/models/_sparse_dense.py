@@ -58,10 +58,27 @@ T = TypeVar("T")
 BLOCK_BYTES = 8 << 20
 #: narrowest column block (a few SIMD registers wide)
 MIN_BLOCK_COLUMNS = 64
-#: a product of fewer multiply-adds is scipy's (the same result, bit for bit): loading the
-#: compiled kernel takes ~0.2 s a process (its first compilation ~0.5 s an install), more than
-#: it saves there
+#: the compiled kernel serves a process's products once they add up to this many
+#: multiply-adds (`_kernel_pays`); before, scipy's product (the same result, bit for bit):
+#: loading the kernel takes ~0.6 s a process (numba's import and its cache; its first
+#: compilation ~0.5 s an install), about what it saves on a product this size (~0.2 against
+#: ~0.55 ns a multiply-add here), so a single small request does not pay it, and a pass of
+#: many batches (the evaluator's over 30 000 users at 41 000 items: 818-row batches of
+#: 9e8 each) takes the kernel from its second batch on
 KERNEL_MIN_MULTIPLY_ADDS = 2**30
+#: ... and then every product of at least this many (or of KERNEL_MIN_MULTIPLY_ADDS, if less)
+KERNEL_MIN_LOADED = 2**22
+#: multiply-adds of the products asked of `sparse_dense_product` and `product_top_k` so far
+_ASKED = [0]
+
+
+def _kernel_pays(multiply_adds: int) -> bool:
+    """Whether the compiled kernel serves a product of `multiply_adds`: once this process's
+    products (this one included) add up to KERNEL_MIN_MULTIPLY_ADDS, for every product of at
+    least KERNEL_MIN_LOADED."""
+    _ASKED[0] += multiply_adds
+    return (_ASKED[0] >= KERNEL_MIN_MULTIPLY_ADDS
+            and multiply_adds >= min(KERNEL_MIN_LOADED, KERNEL_MIN_MULTIPLY_ADDS))
 
 
 #: top-K lists through the int8 screen for k up to this share of the columns
@@ -123,9 +140,9 @@ def sparse_dense_product(foldin: sp.spmatrix, W: np.ndarray, threads: int,
     blocked: True, in column blocks of W; False, row by row over the whole of W; None, the
     faster of the two here: the first product of a shape runs half its rows blocked and half
     row by row, each timed, and every later one the faster (the module docstring). Below
-    KERNEL_MIN_MULTIPLY_ADDS it is scipy's product itself."""
+    the kernel's threshold (`_kernel_pays`) it is scipy's product itself."""
     X = _checked(foldin, W)
-    if X.nnz * W.shape[1] < KERNEL_MIN_MULTIPLY_ADDS:
+    if not _kernel_pays(X.nnz * W.shape[1]):
         return np.asarray(X @ W)
     if blocked is not None:
         return _product(X, W, threads, blocked)
@@ -144,12 +161,11 @@ def product_top_k(foldin: sp.spmatrix, W: np.ndarray, exclude: sp.csr_matrix | N
     (each row scored and selected in one pass), "blocked" (the column-blocked product, then
     `top_k`), or None: the fastest of them, each timed on its share of the rows of the first
     call of a shape (the screen only for float32 W and k up to SCREEN_MAX_K_SHARE of the
-    columns, and only where its copy of W fits). compiled False (default: fewer than
-    KERNEL_MIN_MULTIPLY_ADDS multiply-adds in this call): scipy's product, then numpy's
-    `top_k` (no compiled kernel to load); a caller listing a large request in small batches
-    passes True."""
+    columns, and only where its copy of W fits). compiled False (default: under the kernel's
+    threshold, `_kernel_pays`): scipy's product, then numpy's `top_k` (no compiled kernel to
+    load); a caller listing a large request in small batches passes True."""
     X = _checked(foldin, W)
-    if not (X.nnz * W.shape[1] >= KERNEL_MIN_MULTIPLY_ADDS if compiled is None else compiled):
+    if not (_kernel_pays(X.nnz * W.shape[1]) if compiled is None else compiled):
         return top_k(np.asarray(X @ W), k, keys, exclude=exclude, compiled=False)
     if exclude is None:
         exclude = sp.csr_matrix((X.shape[0], W.shape[1]), dtype=W.dtype)

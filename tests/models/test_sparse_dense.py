@@ -13,9 +13,33 @@ from linrec.models._sparse_dense import sparse_dense_product
 @pytest.fixture(autouse=True, params=["kernel", "scipy"])
 def path(request, monkeypatch):
     """The compiled kernel (forced at any size) and scipy's product below its threshold."""
+    monkeypatch.setattr(_sparse_dense, "_ASKED", [0])
+    monkeypatch.setattr(_sparse_dense, "_PATH_TIMES", {})
     if request.param == "kernel":
         monkeypatch.setattr(_sparse_dense, "KERNEL_MIN_MULTIPLY_ADDS", 0)
     return request.param
+
+
+def test_the_kernel_serves_a_process_once_its_products_add_up(monkeypatch):
+    """Below KERNEL_MIN_MULTIPLY_ADDS in all, scipy's product; from the product that reaches
+    it on, the kernel for every product of at least KERNEL_MIN_LOADED; the same bits."""
+    monkeypatch.setattr(_sparse_dense, "KERNEL_MIN_MULTIPLY_ADDS", 40_000)
+    monkeypatch.setattr(_sparse_dense, "KERNEL_MIN_LOADED", 100 * 6)
+    ran = []
+    original = _sparse_dense._product
+    monkeypatch.setattr(_sparse_dense, "_product",
+                        lambda X, *a: (ran.append(X.shape[0]) if X.shape[0] else None)
+                        or original(X, *a))
+    rng = np.random.default_rng(3)
+    W = rng.normal(size=(30, 100)).astype(np.float32)
+    X = sp.csr_matrix(np.eye(40, 30, dtype=np.float32) * 2 + np.eye(40, 30, 1, dtype=np.float32)
+                      * 3 + np.eye(40, 30, 2, dtype=np.float32) * 5)
+    X = sp.vstack([X, X[:20]] * 2, format="csr")  # 120 rows of 3 entries: 36 000 multiply-adds
+    # 12 000 multiply-adds (scipy), 36 000 in all (scipy), 48 000: the kernel (its first
+    # product of a shape in halves), 300 < 600: scipy, 12 000: the kernel
+    for part in (X[:40], X[:80], X[40:80], X[80:81], X[:40]):
+        np.testing.assert_array_equal(_sparse_dense.sparse_dense_product(part, W, 2), part @ W)
+    assert ran == [20, 20, 40]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
