@@ -45,6 +45,25 @@ def _worse(s_a, k_a, s_b, k_b):  # pragma: no cover - compiled
     return s_a < s_b or (s_a == s_b and k_a > k_b)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _sift_down(heap_s, heap_k, heap_i, size, s, key, item):  # pragma: no cover - compiled
+    """Put (s, key, item) at the root of the heap [:size] (the worst at its root) and sift
+    it down to its place."""
+    pos = 0
+    while True:
+        child = 2 * pos + 1
+        if child >= size:
+            break
+        if child + 1 < size and _worse(heap_s[child + 1], heap_k[child + 1], heap_s[child],
+                                       heap_k[child]):
+            child += 1
+        if not _worse(heap_s[child], heap_k[child], s, key):
+            break
+        heap_s[pos], heap_k[pos], heap_i[pos] = heap_s[child], heap_k[child], heap_i[child]
+        pos = child
+    heap_s[pos], heap_k[pos], heap_i[pos] = s, key, item
+
+
 @njit(cache=True, nogil=True)
 def select_row(row, ids, count, base, k, heap_s, heap_k, heap_i, items,  # pragma: no cover
                best):
@@ -74,38 +93,11 @@ def select_row(row, ids, count, base, k, heap_s, heap_k, heap_i, items,  # pragm
                 pos = parent
             heap_s[pos], heap_k[pos], heap_i[pos] = s, key, j
         elif _worse(heap_s[0], heap_k[0], s, key):  # better than the worst: replace it
-            pos = 0
-            while True:
-                child = 2 * pos + 1
-                if child >= size:
-                    break
-                if child + 1 < size and _worse(heap_s[child + 1], heap_k[child + 1],
-                                               heap_s[child], heap_k[child]):
-                    child += 1
-                if not _worse(heap_s[child], heap_k[child], s, key):
-                    break
-                heap_s[pos], heap_k[pos], heap_i[pos] = (heap_s[child], heap_k[child],
-                                                         heap_i[child])
-                pos = child
-            heap_s[pos], heap_k[pos], heap_i[pos] = s, key, j
+            _sift_down(heap_s, heap_k, heap_i, size, s, key, j)
     # best first: repeatedly take the heap's worst into the last free place
     for place in range(size - 1, -1, -1):
         items[place], best[place] = heap_i[0], heap_s[0]
-        last = place
-        s, key, item = heap_s[last], heap_k[last], heap_i[last]
-        pos = 0
-        while True:
-            child = 2 * pos + 1
-            if child >= last:
-                break
-            if child + 1 < last and _worse(heap_s[child + 1], heap_k[child + 1],
-                                           heap_s[child], heap_k[child]):
-                child += 1
-            if not _worse(heap_s[child], heap_k[child], s, key):
-                break
-            heap_s[pos], heap_k[pos], heap_i[pos] = heap_s[child], heap_k[child], heap_i[child]
-            pos = child
-        heap_s[pos], heap_k[pos], heap_i[pos] = s, key, item
+        _sift_down(heap_s, heap_k, heap_i, place, heap_s[place], heap_k[place], heap_i[place])
     for place in range(size, k):
         items[place], best[place] = -1, -np.inf
     return True
