@@ -12,9 +12,10 @@ from typing import Any
 
 from linrec.config import run_config
 from linrec.figure_process import FigureProcess
+from linrec.figure_record import figure_split
 from linrec.fitting import fit_and_evaluate, training_record
 from linrec.plugins import load_plugins
-from linrec.results import print_run, run_record, write_run
+from linrec.results import jsonable, print_run, run_record, write_run
 
 log = logging.getLogger("linrec")
 
@@ -37,7 +38,16 @@ def run(cfg: Any, run_dir: str | Path, overrides: Sequence[str] = (), *,
         t0 = time.perf_counter()
         prepared = prepare_data(config.data)
         data_seconds = time.perf_counter() - t0
-        model, report, timings = fit_and_evaluate(config, config.model, prepared)
+
+        def figures_ahead(model: Any, done: Any) -> None:
+            """The figure split is scored first: its figures are drawn while the rest is."""
+            if len(done.splits) == 1:
+                figures.send(jsonable({**done.to_json(), "training": training_record(model)}),
+                             run_dir)
+
+        model, report, timings = fit_and_evaluate(
+            config, config.model, prepared, first_split=figure_split(config.eval.splits),
+            on_split=figures_ahead if config.figures else None)
         if report.selection_split == "test":
             log.warning("no validation split: the returned selection metric (%s) is a test "
                         "metric; do not tune hyper-parameters on it", report.selection_metric)

@@ -6,7 +6,10 @@ its figures starts `FigureProcess` before its data and fit: the child imports an
 renderer on a core that the fit and evaluation leave mostly idle, waits for the run's record on
 its stdin, draws the figures into the run directory (every second one in a forked copy of
 itself, since the waiting run leaves both cores free) and answers with the written paths on
-its stdout. The run then waits only for the drawing (timings: experiments/LOG.md).
+its stdout. The figures read only the test split's part of the record
+(`linrec.figure_record`), so a run scores that split first and sends its request then
+(`FigureProcess.send`): the child draws while the other splits are scored, and the run waits
+for what is left of the drawing at its end (timings: experiments/LOG.md).
 
 The child only saves time, it never decides an outcome: whenever it cannot answer (it did not
 start, it died, it raised), the run draws the figures itself, so an error is raised in the run
@@ -28,6 +31,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from linrec.figure_record import figure_inputs
 
 log = logging.getLogger("linrec")
 
@@ -54,6 +59,8 @@ class FigureProcess:
         self.enabled = enabled
         self.reuse_loaded = reuse_loaded
         self._child: subprocess.Popen[str] | None = None
+        #: the request sent ahead by `send` (its JSON line), None when none was
+        self._sent: str | None = None
 
     def __enter__(self) -> FigureProcess:
         loaded = self.reuse_loaded and "matplotlib.figure" in sys.modules
@@ -70,9 +77,20 @@ class FigureProcess:
         """The child's process id while it runs (None: no child)."""
         return None if self._child is None else self._child.pid
 
+    def send(self, record: Mapping[str, Any], run_dir: str | Path) -> None:
+        """Have the child start drawing the figures of `record` (JSON-ready; a record of the
+        figure split alone will do: `linrec.figure_record`) in `run_dir` now; `draw` then waits for
+        them. Nothing happens without a child or when a request was sent already."""
+        if self._child is None or self._sent is not None:
+            return
+        self._sent = self._request(record, Path(run_dir))
+        self._write(self._child, self._sent)
+
     def draw(self, record: Mapping[str, Any], run_dir: str | Path) -> list[Path]:
         """The figures of the run record `record` (JSON-ready, as results.json holds it) in
-        `run_dir`, by the child when it answers, else in this process: the written paths."""
+        `run_dir`, by the child when it answers, else in this process: the written paths. A
+        request sent ahead (`send`) is the child's answer only when it asked for these very
+        figures; otherwise they are drawn here, after the child is done."""
         start = time.perf_counter()
         written = self._draw_in_child(record, Path(run_dir))
         if written is None:
@@ -85,17 +103,34 @@ class FigureProcess:
                      len(written), time.perf_counter() - start)
         return written
 
+    @staticmethod
+    def _request(record: Mapping[str, Any], run_dir: Path) -> str:
+        # the child may have another working directory by the time it draws
+        return json.dumps({"record": figure_inputs(record), "run_dir": str(run_dir.resolve())})
+
+    @staticmethod
+    def _write(child: subprocess.Popen[str], request: str) -> None:
+        """Send the child its one request and close its stdin (a child that has gone is left
+        for `_draw_in_child` to find silent)."""
+        assert child.stdin is not None
+        try:
+            child.stdin.write(request + "\n")
+            child.stdin.close()
+        except (OSError, ValueError):  # the child has gone: its pipe is broken
+            pass
+
     def _draw_in_child(self, record: Mapping[str, Any], run_dir: Path) -> list[Path] | None:
         child, self._child = self._child, None
+        sent, self._sent = self._sent, None
         if child is None:
             return None
-        where = run_dir.resolve()  # the child may have another working directory by now
+        request = self._request(record, run_dir)
+        if sent is None:
+            self._write(child, request)
         try:
-            assert child.stdin is not None and child.stdout is not None
-            child.stdin.write(json.dumps({"record": record, "run_dir": str(where)}) + "\n")
-            child.stdin.close()
+            assert child.stdout is not None
             answer = child.stdout.readline()
-        except (OSError, ValueError):  # the child has gone: its pipe is broken
+        except (OSError, ValueError):
             answer = ""
         finally:
             _end(child)
@@ -107,6 +142,10 @@ class FigureProcess:
             log.info("the figure process did not answer (exit %s); drawing in-process",
                      child.returncode)
             return None
+        if sent is not None and sent != request:
+            log.warning("the figures sent ahead were not the run's; drawing in-process")
+            return None
+        where = Path(json.loads(request)["run_dir"])
         return [run_dir / Path(p).relative_to(where) for p in paths]  # as given, as in-process
 
     def close(self, stop: bool = False) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from linrec.errors import ConfigError
@@ -18,10 +20,13 @@ log = logging.getLogger("linrec")
 
 
 def fit_and_evaluate(config: RunConfig, model_config: Any, prepared: Any, *,
-                     eval_config: Any = None) -> tuple[Any, Any, dict[str, float]]:
+                     eval_config: Any = None, first_split: str | None = None,
+                     on_split: Callable[[Any, Any], None] | None = None
+                     ) -> tuple[Any, Any, dict[str, float]]:
     """Build the model of `model_config`, fit it on the prepared split (with the run's
     validation callback) and evaluate it: (model, EvalReport, timings). The one
-    model -> fit -> evaluate path of the run and of the studies."""
+    model -> fit -> evaluate path of the run and of the studies. first_split, on_split(model,
+    report so far): as in `linrec.eval.evaluate`, with the fitted model."""
     from linrec.eval import check_evaluation, evaluate, validation_score
     from linrec.models import build_model
 
@@ -44,7 +49,8 @@ def fit_and_evaluate(config: RunConfig, model_config: Any, prepared: Any, *,
     model.fit(split.train, reporting(validation))  # reporting: to an Optuna trial, if any
     timings = {"fit": time.perf_counter() - t0}
     log.info("fit %s in %.2fs", model_config.name, timings["fit"])
-    report = evaluate(model, split, eval_config, seed=config.seed)
+    report = evaluate(model, split, eval_config, seed=config.seed, first_split=first_split,
+                      on_split=None if on_split is None else partial(on_split, model))
     timings["evaluate"] = report.seconds
     return model, report, timings
 

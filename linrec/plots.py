@@ -15,6 +15,7 @@ from matplotlib.ticker import LogFormatterSciNotation
 
 from linrec.atomic import atomic_open
 from linrec.errors import ConfigError
+from linrec.figure_record import figure_inputs
 
 _QUANTITIES = ("ratio", "shrunk")
 _SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
@@ -309,11 +310,12 @@ def run_figure_jobs(record: Mapping[str, Any], run_dir: str | Path, metric: str 
     and PDF) into the run's directory and returns the paths: for the test split (else the
     first split) and its first sampled setting with curves, the metric and relative-error
     curves against K and the sampled-rank histogram (`setting_figure_jobs`); a trained
-    model's training curve."""
+    model's training curve. They read only `figure_record.figure_inputs(record)`."""
+    record = figure_inputs(record)
     run_dir = Path(run_dir)
     jobs: list[Callable[[], list[Path]]] = []
-    splits = record.get("splits", {})
-    name = "test" if "test" in splits else next(iter(splits), None)
+    splits = record["splits"]
+    name = next(iter(splits), None)
     sampled = (splits.get(name) or {}).get("sampled") or {}
     setting = next((s for s in sampled.values() if curve_metric(s)), None)
     if setting is not None:

@@ -42,16 +42,16 @@ def run_files(root: str | Path, name: str) -> list[Path]:
                   if SUPERSEDED_DIR not in p.relative_to(root).parts[:-1])
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
     """numpy scalars/arrays and paths -> plain JSON types; NaN/inf -> None (JSON has no NaN)."""
     if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
+        return jsonable(obj.tolist())
     if isinstance(obj, np.generic):
-        return _jsonable(obj.item())
+        return jsonable(obj.item())
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, Path):
@@ -61,7 +61,7 @@ def _jsonable(obj: Any) -> Any:
 
 def write_json_atomic(path: str | Path, record: Mapping[str, Any]) -> Path:
     """Write `record` as indented JSON to `path` atomically (temp file + rename)."""
-    return write_text_atomic(path, json.dumps(_jsonable(record), indent=2) + "\n")
+    return write_text_atomic(path, json.dumps(jsonable(record), indent=2) + "\n")
 
 
 def mark_failed(run_dir: str | Path, message: str) -> None:
@@ -313,7 +313,7 @@ def write_run(run_dir: str | Path, record: Mapping[str, Any], report: Any, *,
     if figures:
         if draw_figures is None:
             from linrec.plots import run_figures as draw_figures
-        draw_figures(_jsonable(record), run_dir)
+        draw_figures(jsonable(record), run_dir)
     path = write_json_atomic(run_dir / RESULTS_FILE, record)
     (run_dir / FAILED_FILE).unlink(missing_ok=True)
     return path

@@ -149,9 +149,9 @@ def _finished_record(run_dir: Path) -> Path | None:
 
 
 def _plain_json(value: Any) -> Any:
-    from linrec.results import _jsonable
+    from linrec.results import jsonable
 
-    return json.loads(json.dumps(_jsonable(value), sort_keys=True))
+    return json.loads(json.dumps(jsonable(value), sort_keys=True))
 
 
 #: settings that change how a run is shown, logged or resumed, never its numbers

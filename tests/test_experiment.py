@@ -161,3 +161,37 @@ def test_the_bpr_preset_is_freerecs_published_bprmf_run():
     assert (model.sampling.examples, model.sampling.negatives, model.sampling.n_negatives,
             model.sampling.pool) == ("users", "per_example", 1, "unlabeled")
     assert (model.select_on, model.epochs) == ("test", 500)
+
+
+def test_the_test_split_figures_are_sent_ahead_and_are_the_runs(tmp_path, monkeypatch, caplog):
+    """The run scores its test split first and sends the figure process that split alone; the
+    figures it gets back are those drawn in-process from its results.json, byte for byte."""
+    import json
+    import logging
+
+    import linrec.experiment as experiment
+    from linrec.figure_process import FigureProcess
+    from linrec.plots import run_figures
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")  # PDFs compared byte for byte
+    sent = []
+
+    class Spy(FigureProcess):
+        def __init__(self, enabled=True):
+            super().__init__(enabled, reuse_loaded=False)  # a child even with matplotlib loaded
+
+        def send(self, record, run_dir):
+            sent.append(list(record["splits"]))
+            super().send(record, run_dir)
+
+    monkeypatch.setattr(experiment, "FigureProcess", Spy)
+    with caplog.at_level(logging.INFO, logger="linrec"):
+        run(compose_config(*SMALL), run_dir=tmp_path / "run")
+    assert sent == [["test"]]
+    assert "drawn by the figure process" in caplog.text and "were not the run's" not in caplog.text
+    record = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert list(record["splits"]) == ["valid", "test"]
+    drawn = sorted(run_figures(record, tmp_path / "in_process"))
+    assert [p.name for p in drawn] == sorted(p.name for p in (tmp_path / "run").iterdir()
+                                             if p.suffix in (".png", ".pdf"))
+    assert all(p.read_bytes() == (tmp_path / "run" / p.name).read_bytes() for p in drawn)

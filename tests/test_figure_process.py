@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from linrec.figure_process import NICENESS, FigureProcess
+from linrec.figure_record import figure_inputs
 from linrec.plots import run_figures
 from tests.conftest import child_processes, proc_stat
 from tests.test_plots import FIGURE_FILES, figure_record
@@ -212,3 +213,79 @@ def test_a_relative_run_directory_is_the_runs_not_the_childs(tmp_path, monkeypat
     assert sorted(str(p) for p in written) == sorted(f"run/{name}" for name in FIGURE_FILES)
     assert sorted(os.listdir(run_from / "run")) == FIGURE_FILES
     assert not (started_in / "run").exists()
+
+
+def _test_split_alone(record: dict) -> dict:
+    """What a run sends ahead: a record of its test split alone (the figures' split), with
+    the training log and the selection metric."""
+    return {"splits": {"test": record["splits"]["test"]}, "selection": record["selection"],
+            "training": record["training"]}
+
+
+def _whole_run(record: dict) -> dict:
+    """`record` as a whole run's results.json holds it: a validation split before the test
+    split, the selection block, and fields the figures do not read."""
+    valid = {"n_users": 3, "exact": {"ndcg@10": 0.2},
+             "sampled": {"n=100": {"curves": {"exact": {"ndcg": [0.5, 0.6]}}}}}
+    test = {"n_users": 4, "exact": {"ndcg@10": 0.3}, **record["splits"]["test"]}
+    return {**record, "splits": {"valid": valid, "test": test}, "model": "ease",
+            "selection": {"metric": "ndcg@10", "split": "valid", "value": 0.2}}
+
+
+def test_figure_inputs_are_the_test_split_else_the_first():
+    whole = _whole_run(figure_record())
+    inputs = figure_inputs(whole)
+    assert inputs == {"splits": {"test": {"sampled": whole["splits"]["test"]["sampled"]}},
+                      "selection": {"metric": "ndcg@10"}, "training": whole["training"]}
+    assert figure_inputs(_test_split_alone(whole)) == inputs == figure_inputs(inputs)
+    no_test = {"splits": {"valid": whole["splits"]["valid"], "other": {}}}
+    assert figure_inputs(no_test) == {"splits": {"valid": {"sampled": no_test["splits"][
+        "valid"]["sampled"]}}, "training": None}
+    assert figure_inputs({}) == {"splits": {}, "training": None}
+
+
+def test_figures_sent_ahead_are_the_files_of_the_whole_run(tmp_path, caplog):
+    """A request sent ahead with the test split alone: the child's files are those the run
+    draws in-process from its whole record (byte for byte), in a directory the request made."""
+    whole = _whole_run(figure_record())
+    reference = tmp_path / "in_process"
+    run_figures(whole, reference)
+    drawn = tmp_path / "not_yet" / "run"
+    with caplog.at_level(logging.INFO, logger="linrec"), \
+            FigureProcess(reuse_loaded=False) as figures:
+        figures.send(_test_split_alone(whole), drawn)
+        figures.send({"splits": {}}, tmp_path / "ignored")  # one request per child
+        written = figures.draw(whole, drawn)
+    assert "drawn by the figure process" in caplog.text
+    assert sorted(p.name for p in written) == FIGURE_FILES and not (tmp_path / "ignored").exists()
+    assert _files(drawn) == _files(reference)
+
+
+@pytest.mark.parametrize("change", ["a curve", "the directory"])
+def test_figures_sent_ahead_that_are_not_the_runs_are_drawn_again(tmp_path, caplog, change):
+    """A request sent ahead that differs from the run's record (another curve, another
+    directory): the run waits for the child, then draws its own figures in-process."""
+    whole = _whole_run(figure_record())
+    ahead = json_copy(_test_split_alone(whole))
+    run_dir, ahead_dir = tmp_path / "run", tmp_path / "run"
+    if change == "a curve":
+        ahead["splits"]["test"]["sampled"]["n=100"]["curves"]["mle"]["ndcg"][3] = 0.9
+    else:
+        ahead_dir = tmp_path / "elsewhere"
+    reference = tmp_path / "in_process"
+    run_figures(whole, reference)
+    with caplog.at_level(logging.INFO, logger="linrec"), \
+            FigureProcess(reuse_loaded=False) as figures:
+        pid = figures.child_pid
+        figures.send(ahead, ahead_dir)
+        written = figures.draw(whole, run_dir)
+    assert "were not the run's; drawing in-process" in caplog.text
+    assert sorted(p.name for p in written) == FIGURE_FILES
+    assert _files(run_dir) == _files(reference)
+    _wait_gone(pid)
+
+
+def json_copy(value):
+    import json
+
+    return json.loads(json.dumps(value))

@@ -48,20 +48,37 @@ def check_evaluation(split: Split, config: EvalConfig) -> None:
 
 
 def evaluate(model: Scorer, split: Split, config: EvalConfig | None = None, *,
-             seed: int = 0, users_known: bool | None = None) -> EvalReport:
+             seed: int = 0, users_known: bool | None = None, first_split: str | None = None,
+             on_split: Callable[[EvalReport], None] | None = None) -> EvalReport:
     """Exact and sampled evaluation of a fitted `model` on every split `config.splits` names.
 
     seed: the tie-break seed of the ranking (docs/concepts/evaluation.md, ties; the run seed).
     Sampled sets are seeded by config.sampled.seed (the run seed unless overridden). users_known:
     score the evaluation users by their row id (default under weak generalization) or fold them in
     from their fold-in rows (default under strong generalization); a model trained with the
-    evaluation users' fold-in rows knows them under either protocol."""
+    evaluation users' fold-in rows knows them under either protocol.
+
+    first_split: evaluate this split (when evaluated at all) before the others, and
+    on_split(report) hears of every split as soon as it is done, with the report of the splits
+    done so far: a run draws the figures of its test split while the validation split is scored
+    (`linrec.experiment`). Each split's numbers are its own (the sampled blocks are seeded per
+    split), so the order changes nothing in them; the returned report lists the splits in the
+    config's order."""
     config = EvalConfig() if config is None else config
     t_start = time.perf_counter()
     plan = _plan(split, config)
     ks = config.ks_for(split.n_items)
-    reports = {}
-    for name, (evalset, block) in plan.items():
+    selection_metric = resolve_selection(config.selection, split.n_items)
+
+    def report_of(reports: dict[str, SplitReport]) -> EvalReport:
+        return EvalReport(splits=reports, selection_metric=selection_metric,
+                          selection_split="valid" if "valid" in plan else "test",
+                          seconds=time.perf_counter() - t_start)
+
+    order = sorted(plan, key=lambda name: name != first_split)  # stable: the rest as planned
+    reports: dict[str, SplitReport] = {}
+    for name in order:
+        evalset, block = plan[name]
         result = evaluate_exact(model, evalset, ks=ks, metrics=config.metrics, seed=seed,
                                 users_known=(not split.strong if users_known is None
                                              else users_known),
@@ -73,10 +90,9 @@ def evaluate(model: Scorer, split: Split, config: EvalConfig | None = None, *,
             rank_table=result.rank_table, per_user=result.per_user,
             per_user_rows=result.per_user_rows, timings=result.timings,
             sampled=block.settings(result.rank_table) if block else {})
-    return EvalReport(splits=reports,
-                      selection_metric=resolve_selection(config.selection, split.n_items),
-                      selection_split="valid" if "valid" in reports else "test",
-                      seconds=time.perf_counter() - t_start)
+        if on_split is not None:
+            on_split(report_of(dict(reports)))
+    return report_of({name: reports[name] for name in plan})
 
 
 def validation_score(split: Split, config: EvalConfig | None = None, *, seed: int = 0,

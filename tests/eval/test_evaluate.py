@@ -72,6 +72,37 @@ def test_without_validation_users_selection_reads_the_test_split():
                  EvalConfig(splits=("valid",), sampled=SampledConfig(enabled=False)))
 
 
+def _without_timings(value):
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if k not in ("timings",)}
+    return value
+
+
+def test_a_split_scored_first_changes_no_number_and_is_heard_of_first():
+    """first_split="test": the test split is scored first and on_split hears of each split
+    with the splits done so far; every number (exact, sampled, the ranks) is the one of the
+    config's order, and the report lists the splits in the config's order."""
+    split, cfg = _split(), _config()
+    want = evaluate(LinearScores(N_ITEMS), split, cfg, seed=4)
+    heard = []
+    got = evaluate(LinearScores(N_ITEMS), split, cfg, seed=4, first_split="test",
+                   on_split=heard.append)
+    assert [list(done.splits) for done in heard] == [["test"], ["test", "valid"]]
+    assert list(got.splits) == ["valid", "test"] and got.selection_split == "valid"
+    assert _without_timings(got.to_json()) == _without_timings(want.to_json())
+    for name in ("valid", "test"):
+        np.testing.assert_array_equal(got.splits[name].rank_table.ranks,
+                                      want.splits[name].rank_table.ranks)
+    # what was heard of the test split is what the report holds
+    assert heard[0].to_json()["splits"]["test"] == got.to_json()["splits"]["test"]
+    assert heard[0].selection_metric == "ndcg@10"
+    # a first split the data lacks leaves the config's order
+    order = []
+    evaluate(LinearScores(N_ITEMS), _split(valid=False), cfg, first_split="valid",
+             on_split=lambda done: order.append(list(done.splits)))
+    assert order == [["test"]]
+
+
 @pytest.mark.parametrize("cfg, match", [
     (EvalConfig(sampled=SampledConfig(sample_sizes=(40,))), "eval.sampled.sample_sizes=40 is out"),
     (EvalConfig(sampled=SampledConfig(sample_sizes=(10,), adaptive={"n0": 50})),
