@@ -1,4 +1,6 @@
-"""Command-line entry points: `linrec` (a Hydra run or multirun) and `linrec-report` (aggregate)."""
+"""Command-line entry points: `linrec` (a Hydra run or multirun), `linrec-report` (aggregate),
+`linrec-recommend` and `linrec-evaluate`; the console scripts run them through
+`linrec.process_exit.console_script`."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from linrec.errors import LinrecError
+from linrec.process_exit import console_script
 
 log = logging.getLogger("linrec")
 #: at most this many compositions check a sweep's overrides before Hydra runs it
@@ -557,3 +560,13 @@ def evaluate_main(argv: list[str] | None = None) -> int:
               verbose=record["config"].get("verbose", False))
     return 0
 
+
+
+# ---------------------------------------------------------------------------------------------
+# the console scripts (pyproject.toml): each command's function, then the process's exit
+# without the interpreter's teardown of the modules (linrec.process_exit)
+
+linrec_script = console_script(main)
+report_script = console_script(report_main)
+recommend_script = console_script(recommend_main)
+evaluate_script = console_script(evaluate_main)

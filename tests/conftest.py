@@ -39,12 +39,10 @@ def compose_config(*overrides: str):
 
 #: the console scripts as Python code (the installed scripts run the same functions)
 COMMANDS = {
-    "linrec": "from linrec.cli import main; main()",
-    "linrec-report": "import sys; from linrec.cli import report_main; sys.exit(report_main())",
-    "linrec-recommend": "import sys; from linrec.cli import recommend_main; "
-                        "sys.exit(recommend_main())",
-    "linrec-evaluate": "import sys; from linrec.cli import evaluate_main; "
-                       "sys.exit(evaluate_main())",
+    "linrec": "from linrec.cli import linrec_script; linrec_script()",
+    "linrec-report": "from linrec.cli import report_script; report_script()",
+    "linrec-recommend": "from linrec.cli import recommend_script; recommend_script()",
+    "linrec-evaluate": "from linrec.cli import evaluate_script; evaluate_script()",
 }
 
 

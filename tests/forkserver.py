@@ -6,7 +6,8 @@ A `ForkServer` is one such interpreter, running one command at a time: `run(code
 env)` forks a child that takes `env` as its environment, `cwd` as its directory and
 `["-c", *args]` as its argv, runs `code` as `__main__` and exits as the interpreter would
 (threads' exit hooks and atexit handlers run, buffers are flushed; only the teardown of the
-modules is skipped); the caller gets the exit status and the child's stdout and stderr.
+modules is skipped: `linrec.process_exit.exit_now`, as the console scripts exit); the caller
+gets the exit status and the child's stdout and stderr.
 Nothing is computed before the fork but Hydra's ConfigStore (`register_configs`, which a
 command's own call then finds done), the module-to-distribution map of linrec.results and
 numba's type registries, so no thread pool (OpenMP, numba) exists yet to be lost in the child;
@@ -31,7 +32,7 @@ from pathlib import Path
 PRELOADED = ("linrec", "numba.np.npyimpl")
 
 SERVER = r'''
-import atexit, importlib, json, logging, os, signal, sys, threading, time, traceback
+import importlib, json, os, signal, sys, time, traceback
 import pkgutil
 for name in sys.argv[2:]:
     module = importlib.import_module(name)
@@ -48,6 +49,7 @@ for name in sys.argv[2:]:
         from numba.core.registry import cpu_target
         cpu_target.typing_context.refresh()
         cpu_target.target_context.refresh()
+from linrec.process_exit import exit_now, exit_status
 requests, replies = sys.stdin, os.fdopen(int(sys.argv[1]), "w")
 
 
@@ -73,18 +75,11 @@ def child(request):
              {"__name__": "__main__", "__builtins__": __builtins__})
         status = 0
     except SystemExit as stop:  # as the interpreter reads it
-        status = stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
-        if not isinstance(stop.code, (int, type(None))):
-            print(stop.code, file=sys.stderr)
+        status = exit_status(stop.code)
     except BaseException:
         traceback.print_exc()
         status = 1
-    threading._shutdown()  # the interpreter's exit (threads' exit hooks, then atexit), less
-    atexit._run_exitfuncs()  # the teardown of ~3 500 modules
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+    exit_now(status)  # the interpreter's exit, less the teardown of ~3 500 modules
 
 
 for line in requests:

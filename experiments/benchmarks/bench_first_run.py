@@ -25,7 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-LINREC = [sys.executable, "-c", "import sys; from linrec.cli import main; sys.exit(main())"]
+#: the installed `linrec` console script (pyproject.toml), as Python code
+LINREC = [sys.executable, "-c", "from linrec.cli import linrec_script; linrec_script()"]
 FLOOR = [sys.executable, "-c", "import numpy, scipy.sparse, hydra, matplotlib.backends.backend_agg"]
 #: the targets of a fresh install's first run, the same again, and --version / --help (s)
 TARGETS = {"linrec (cold)": 5.0, "linrec (warm)": 3.0, "linrec --version": 1.0,
