@@ -163,9 +163,12 @@ def test_the_bpr_preset_is_freerecs_published_bprmf_run():
     assert (model.select_on, model.epochs) == ("test", 500)
 
 
-def test_the_test_split_figures_are_sent_ahead_and_are_the_runs(tmp_path, monkeypatch, caplog):
-    """The run scores its test split first and sends the figure process that split alone; the
-    figures it gets back are those drawn in-process from its results.json, byte for byte."""
+@pytest.mark.parametrize("model", ["ease", "mf"])
+def test_the_test_split_figures_are_sent_ahead_and_are_the_runs(tmp_path, monkeypatch, caplog,
+                                                                model):
+    """The run scores its test split first and sends the figure process that split alone (and
+    a trained model's training log); the figures it gets back are those drawn in-process from
+    its results.json, byte for byte."""
     import json
     import logging
 
@@ -186,12 +189,16 @@ def test_the_test_split_figures_are_sent_ahead_and_are_the_runs(tmp_path, monkey
 
     monkeypatch.setattr(experiment, "FigureProcess", Spy)
     with caplog.at_level(logging.INFO, logger="linrec"):
-        run(compose_config(*SMALL), run_dir=tmp_path / "run")
+        overrides = [] if model == "ease" else [  # MF with the sampled block's figures
+            *(o for o in MF_SMALL[len(SMALL):] if not o.startswith("eval.sampled")),
+            f"model.checkpoint_dir={tmp_path / 'ckpt'}"]
+        run(compose_config(*SMALL, *overrides), run_dir=tmp_path / "run")
     assert sent == [["test"]]
     assert "drawn by the figure process" in caplog.text and "were not the run's" not in caplog.text
     record = json.loads((tmp_path / "run" / "results.json").read_text())
     assert list(record["splits"]) == ["valid", "test"]
     drawn = sorted(run_figures(record, tmp_path / "in_process"))
+    assert ("training_curve.png" in {p.name for p in drawn}) == (model == "mf")
     assert [p.name for p in drawn] == sorted(p.name for p in (tmp_path / "run").iterdir()
                                              if p.suffix in (".png", ".pdf"))
     assert all(p.read_bytes() == (tmp_path / "run" / p.name).read_bytes() for p in drawn)
