@@ -218,11 +218,13 @@ def _draw_on_two_cores(jobs: list[Callable[[], list[Path]]]) -> list[Path]:
     if len(jobs) < 2 or not hasattr(os, "fork"):
         return [path for job in jobs for path in job()]
     read, write = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the copy: draw jobs 1, 3, ..., send their paths, exit without teardown
         os.close(read)
         status = 1
         try:
+            _die_with(parent)
             with os.fdopen(write, "w", encoding="utf-8") as out:
                 json.dump([[str(p) for p in job()] for job in jobs[1::2]], out)
             status = 0
@@ -240,6 +242,20 @@ def _draw_on_two_cores(jobs: list[Callable[[], list[Path]]]) -> list[Path]:
     drawn = [mine[k // 2] if k % 2 == 0 else [Path(p) for p in json.loads(theirs)[k // 2]]
              for k in range(len(jobs))]
     return [path for paths in drawn for path in paths]
+
+
+def _die_with(parent: int) -> None:
+    """Have this process killed when `parent` exits (Linux's PR_SET_PDEATHSIG), so that a
+    forked copy never outlives the child the run ended (terminated or killed); exit now when
+    the parent is gone already. Elsewhere nothing is set."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux
+        return
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def serve() -> None:

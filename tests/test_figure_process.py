@@ -196,6 +196,39 @@ def test_a_failed_job_on_either_side_fails_the_drawing(failing):
     assert not _zombie_children()  # the copy was waited for
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+def test_a_forked_copy_does_not_outlive_the_child(stop):
+    """The run ends its figure child while the child's forked copy draws (a run stopped by a
+    signal after sending its figures ahead): the copy goes with the child."""
+    code = ("import os, sys, time\n"
+            "from pathlib import Path\n"
+            "from linrec.figure_process import _draw_on_two_cores\n"
+            "def slow():\n"
+            "    time.sleep(120)\n"
+            "    return [Path('never')]\n"
+            "print(os.getpid(), flush=True)\n"
+            "_draw_on_two_cores([slow, slow])\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    copies = []
+    try:
+        pid = int(child.stdout.readline())
+        deadline = time.monotonic() + GUARD
+        while not copies:
+            assert time.monotonic() < deadline, "the child forked no copy"
+            copies = [p for p, state in child_processes(pid) if state != "Z"]
+            time.sleep(0.01)
+        child.send_signal(stop)
+        child.wait(timeout=GUARD)
+        _wait_gone(copies[0])
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
+        for copy in copies:
+            if not _gone(copy):
+                os.kill(copy, signal.SIGKILL)
+
+
 def _zombie_children() -> list[int]:
     return [child for child, state in child_processes(os.getpid()) if state == "Z"]
 
