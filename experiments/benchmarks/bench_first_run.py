@@ -3,11 +3,12 @@
 caches, `LINREC_DATA` and numba cache: matplotlib's font list and the data are built; the
 default run needs no compiled kernel), and warm (the same command again), the warm run also
 without its figures; each in a fresh process, timed from the outside. The run's own phases
-(data, fit, evaluation) come from its results.json; the rest of its wall time is the
-interpreter, the imports, the config's composition, the figures and the writing of the
-outputs. Reference, timed in the same run: a fresh interpreter importing the libraries every
-default run needs (numpy, scipy.sparse, Hydra, matplotlib's Agg canvas), the floor that no
-change in linrec moves.
+(data, fit, evaluation, and each split's scores, exact ranks, sampled ranks and estimators)
+come from its results.json, its wait for the figures at its end from its linrec.log; the rest
+of its wall time is the interpreter, the imports, the config's composition and check and the
+writing of the outputs. Reference, timed in the same run: a fresh interpreter importing the
+libraries every default run needs (numpy, scipy.sparse, Hydra, matplotlib's Agg canvas; it
+also pays the interpreter's teardown of them, which linrec's console scripts skip).
 
     python experiments/benchmarks/bench_first_run.py [--repeats 3]
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -55,8 +57,27 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     return elapsed
 
 
+#: the run's log line that says how long it waited for its figures (linrec.figure_process)
+FIGURE_WAIT = re.compile(r"the run waited ([0-9.]+)s|figure files drawn in ([0-9.]+)s")
+#: the phases of each split's evaluation, as results.json times them
+SPLIT_PHASES = (("score", "scores"), ("rank", "exact ranks"), ("hooks", "sampled ranks"),
+                ("estimators", "estimators"))
+
+
 def phases(run_dir: Path) -> dict[str, float]:
-    return json.loads((run_dir / "results.json").read_text())["timings"]
+    """The run's own timings (data, fit, evaluate), the figures' wait from its log, and each
+    split's evaluation phases ("<split> <phase>")."""
+    record = json.loads((run_dir / "results.json").read_text())
+    found = {key: record["timings"][key] for key in ("data", "fit", "evaluate")}
+    waits = FIGURE_WAIT.findall((run_dir / "linrec.log").read_text())
+    found["figures"] = sum(float(a or b) for a, b in waits)
+    for name, split in record["splits"].items():
+        for key, _ in SPLIT_PHASES[:3]:
+            found[f"{name} {key}"] = split["timings"].get(key, 0.0)
+        found[f"{name} estimators"] = sum(
+            seconds for setting in (split.get("sampled") or {}).values()
+            for seconds in (setting.get("timings") or {}).values())
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,13 +110,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<36} {median:9.2f} {median / floor:12.2f} "
               f"{'' if target is None else f'{target:.1f}':>9}")
     print()
-    print(f"{'run':<16} {'data s':>7} {'fit s':>7} {'evaluate s':>11} {'the rest s':>11}")
+    columns = (("data", 7), ("fit", 7), ("evaluate", 11), ("figures", 10))
+    print(f"{'run':<16} {'data s':>7} {'fit s':>7} {'evaluate s':>11} {'figures s':>10} "
+          f"{'the rest s':>11}")
     for name, records in run_phases.items():
-        rest = [wall - sum(p.values()) for wall, p in zip(times[name], records, strict=True)]
+        rest = [wall - sum(p[key] for key, _ in columns)
+                for wall, p in zip(times[name], records, strict=True)]
         print(f"{name:<16} " + " ".join(
-            f"{statistics.median(p[key] for p in records):{width}.2f}"
-            for key, width in (("data", 7), ("fit", 7), ("evaluate", 11)))
+            f"{statistics.median(p[key] for p in records):{width}.2f}" for key, width in columns)
             + f" {statistics.median(rest):11.2f}")
+    print("(figures: what the run waited for its figures at its end; the rest: the interpreter, "
+          "the imports, the config's composition and check, writing the outputs)")
+    warm = run_phases["linrec (warm)"]
+    splits = [key.split()[0] for key in warm[0] if key.endswith(" score")]
+    print(f"\nthe warm run's evaluation, medians (s): {'':<4}" +
+          " ".join(f"{label:>14}" for _, label in SPLIT_PHASES))
+    for split in splits:
+        print(f"  {split:<42}" + " ".join(
+            f"{statistics.median(p[f'{split} {key}'] for p in warm):14.2f}"
+            for key, _ in SPLIT_PHASES))
     figures = statistics.median(times["linrec (warm)"]) - \
         statistics.median(times["linrec figures=false (warm)"])
     print(f"\nthe figures (warm run with them minus without): {figures:.2f} s")
