@@ -561,7 +561,6 @@ def evaluate_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-
 # ---------------------------------------------------------------------------------------------
 # the console scripts (pyproject.toml): each command's function, then the process's exit
 # without the interpreter's teardown of the modules (linrec.process_exit)

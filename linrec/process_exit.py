@@ -6,7 +6,7 @@ Hydra and linrec's own modules, that last step alone is about 0.2 s of the defau
 (experiments/LOG.md), a delay after the last line is printed that serves nothing. The console
 scripts (`console_script`) end with `exit_now` instead, which does everything but that step.
 A caller in a Python session calls the entry functions themselves, which return or raise as
-before.
+any function does.
 """
 
 from __future__ import annotations
