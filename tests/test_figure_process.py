@@ -16,7 +16,7 @@ import pytest
 from linrec.figure_process import NICENESS, FigureProcess
 from linrec.figure_record import figure_inputs
 from linrec.plots import run_figures
-from tests.conftest import child_processes, proc_stat
+from tests.conftest import child_processes, proc_stat, run_command
 from tests.test_plots import FIGURE_FILES, figure_record
 
 #: how long a test waits for a process to go (a guard against a hang, not a timing)
@@ -322,3 +322,51 @@ def json_copy(value):
     import json
 
     return json.loads(json.dumps(value))
+
+
+#: the run pauses in its second split's evaluation (the validation split, scored after the test
+#: split whose figures were sent ahead) and says so in a file
+PAUSE_IN_THE_SECOND_SPLIT = """
+import importlib, pathlib, time
+_evaluate = importlib.import_module("linrec.eval.evaluate")
+_real, _calls = _evaluate.evaluate_exact, []
+def _pausing(*args, **kwargs):
+    _calls.append(1)
+    if len(_calls) == 2:
+        pathlib.Path("paused").write_text("")
+        time.sleep(600)
+    return _real(*args, **kwargs)
+_evaluate.evaluate_exact = _pausing
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_run_stopped_after_sending_its_figures_ahead_leaves_no_process(tmp_path, signum):
+    """The run is stopped while it scores its validation split, its test split's figures sent
+    to the figure process: it exits 128 + n with its run marked FAILED, no results.json, and
+    nothing of it left running (the figure process and its forked copy included)."""
+    proc = run_command(tmp_path, "hydra.run.dir=run", "data.source.n_users=400",
+                       "data.source.n_items=150", "eval.sampled.repeats=2",
+                       "eval.sampled.sample_sizes=[20]", wait=False,
+                       prelude=PAUSE_IN_THE_SECOND_SPLIT)
+    deadline = time.monotonic() + 300
+    while not (tmp_path / "paused").exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, "the run never reached its second split"
+        time.sleep(0.05)
+    assert [p for p, state in child_processes(proc.pid) if state != "Z"], "no figure process"
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    name = signal.Signals(signum).name
+    assert proc.returncode == 128 + signum, err
+    assert f"interrupted by {name}" in (tmp_path / "run" / "FAILED").read_text()
+    assert not (tmp_path / "run" / "results.json").exists()
+
+    def left() -> list[str]:
+        found = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True)
+        return found.stdout.split()
+
+    deadline = time.monotonic() + GUARD
+    while left():
+        assert time.monotonic() < deadline, f"processes of the run left: {left()}"
+        time.sleep(0.05)
