@@ -83,7 +83,7 @@ class FigureProcess:
         them. Nothing happens without a child or when a request was sent already."""
         if self._child is None or self._sent is not None:
             return
-        self._sent = self._request(record, Path(run_dir))
+        self._sent = self._request(record, Path(run_dir).resolve())
         self._write(self._child, self._sent)
 
     def draw(self, record: Mapping[str, Any], run_dir: str | Path) -> list[Path]:
@@ -104,9 +104,10 @@ class FigureProcess:
         return written
 
     @staticmethod
-    def _request(record: Mapping[str, Any], run_dir: Path) -> str:
-        # the child may have another working directory by the time it draws
-        return json.dumps({"record": figure_inputs(record), "run_dir": str(run_dir.resolve())})
+    def _request(record: Mapping[str, Any], where: Path) -> str:
+        """The child's request: the figures' part of `record`, drawn into `where` (absolute:
+        the child may have another working directory by the time it draws)."""
+        return json.dumps({"record": figure_inputs(record), "run_dir": str(where)})
 
     @staticmethod
     def _write(child: subprocess.Popen[str], request: str) -> None:
@@ -124,7 +125,8 @@ class FigureProcess:
         sent, self._sent = self._sent, None
         if child is None:
             return None
-        request = self._request(record, run_dir)
+        where = run_dir.resolve()
+        request = self._request(record, where)
         if sent is None:
             self._write(child, request)
         try:
@@ -145,7 +147,6 @@ class FigureProcess:
         if sent is not None and sent != request:
             log.warning("the figures sent ahead were not the run's; drawing in-process")
             return None
-        where = Path(json.loads(request)["run_dir"])
         return [run_dir / Path(p).relative_to(where) for p in paths]  # as given, as in-process
 
     def close(self, stop: bool = False) -> None:
