@@ -110,7 +110,8 @@ class _Live:
 
 class Progress:
     """One task's progress: `advance(n)` after each step, `update(text)` for a line of state
-    (an epoch's loss and validation value). Made by `progress()`."""
+    (an epoch's loss and validation value), `update(text, advance=1)` for a step that ends
+    with its state (the line shown counts the step it describes). Made by `progress()`."""
 
     def __init__(self, label: str, total: int | None, unit: str) -> None:
         self.label, self.total, self.unit = label, total, unit
@@ -124,8 +125,9 @@ class Progress:
         self.done += n
         self._show()
 
-    def update(self, state: str) -> None:
+    def update(self, state: str, advance: int = 0) -> None:
         self.state = state
+        self.done += advance
         self._show()
 
     def _show(self) -> None:

@@ -241,8 +241,7 @@ class EpochDriver:
             while not self.finished and self.epoch < self.epochs:
                 self.epoch += 1
                 self._train_one_epoch()
-                shown.update(self._epoch_text(self.history[-1]))
-                shown.advance()
+                shown.update(self._epoch_text(self.history[-1]), advance=1)
         if self.best_state is not None:
             self.trainer.load_parameters(self.best_state)
         return TrainingLog(self.history, self.best_epoch, self.stop_reason, resumed_from)

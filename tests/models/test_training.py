@@ -115,6 +115,22 @@ def test_history_cadence_and_stats(tmp_path):
     assert done.resumed_from is None
 
 
+def test_the_progress_line_counts_the_epoch_it_describes(tmp_path, monkeypatch, capsys):
+    """Off a terminal, each line after an epoch says how many epochs are done with that
+    epoch's loss and validation value (one line an epoch here)."""
+    from linrec import console
+
+    monkeypatch.setenv(console.PROGRESS_ENV, "plain")
+    monkeypatch.setattr(console, "QUIET_BELOW", 0.0)
+    monkeypatch.setattr(console, "PLAIN_EVERY", 0.0)
+    done, _ = drive(tmp_path, epochs=3, validation=lambda model: 0.25)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.endswith("0.25000")]
+    assert len(lines) == 3
+    for epoch, (line, record) in enumerate(zip(lines, done.history, strict=True), start=1):
+        assert line.startswith(f"linrec: toy: {epoch}/3 epochs, ")
+        assert f"; loss {record['loss']:.5f}, lr " in line
+
+
 def test_early_stopping_keeps_the_best_evaluated_parameters(tmp_path):
     seen = []
 
