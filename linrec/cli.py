@@ -119,6 +119,24 @@ def composition_error(exc: BaseException, overrides: list[str],
     return " ".join(str(exc).split())
 
 
+def override_syntax_error(overrides: Sequence[str]) -> str | None:
+    """The message for the first of `overrides` that Hydra's override grammar cannot read (the
+    override, the grammar's reason, how to quote a value), None when each reads on its own."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for override in overrides:
+        try:
+            parser.parse_override(override)
+        except Exception as exc:  # noqa: BLE001 - Hydra's grammar errors have no common type
+            reason = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return (f"cannot read the override {override!r}: {reason}; a value with '=', "
+                    "spaces, brackets or commas of its own goes in quotes, key='value' (in a "
+                    "shell: \"key='value'\"); the grammar: "
+                    "https://hydra.cc/docs/1.2/advanced/override_grammar/basic")
+    return None
+
+
 @dataclass
 class Prechecked:
     """What `precheck` found: the first error as a linrec message (None when every job composes
@@ -146,8 +164,8 @@ def precheck(argv: Sequence[str]) -> Prechecked:
         return Prechecked()  # Hydra composes what it prints; nothing runs
     try:
         jobs = _job_overrides(args.overrides)
-    except Exception:  # noqa: BLE001 - a syntax error: Hydra's own message is the clear one
-        return Prechecked()
+    except Exception:  # noqa: BLE001 - a syntax error: name the override (else Hydra's message)
+        return Prechecked(override_syntax_error(args.overrides))
     from linrec.hydra_compat import version_base
 
     first = None

@@ -238,6 +238,27 @@ def test_bad_input_is_a_clear_error_and_leaves_no_results(tmp_path, override, ex
     assert not (tmp_path / "run" / "results.json").exists()
 
 
+@pytest.mark.parametrize("bad, reason", [
+    ("hydra.run.dir=runs/seed=0", "mismatched input '=' expecting <EOF>"),
+    ("model.lam=[1,", "no viable alternative at input '[1,'"),
+])
+def test_an_override_the_grammar_cannot_read_is_named(tmp_path, bad, reason):
+    """Hydra's own message for an unreadable override named neither the override nor the fix
+    (exit 1); linrec's names it, the grammar's reason and the quoting, exit 2, nothing
+    written. Quoted, the same value runs."""
+    proc = run_linrec(tmp_path, *SMALL, "model.lam=10", bad)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"linrec: error: cannot read the override {bad!r}: {reason}; a value with '=', spaces, "
+        "brackets or commas of its own goes in quotes, key='value' (in a shell: "
+        "\"key='value'\"); the grammar: "
+        "https://hydra.cc/docs/1.2/advanced/override_grammar/basic"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == []
+    from linrec.cli import override_syntax_error
+
+    assert override_syntax_error(["model.lam=10", "hydra.run.dir='runs/seed=0'"]) is None
+
+
 def test_a_catalogue_too_small_for_the_sampled_defaults_names_the_fields(tmp_path):
     """The default sample size and adaptive n0 (100) on a 100-item catalogue: one error naming
     eval.sampled.sample_sizes and eval.sampled.adaptive.n0 with what to do (it used to say
