@@ -15,7 +15,7 @@ from linrec.figure_process import FigureProcess
 from linrec.figure_record import figure_split
 from linrec.fitting import fit_and_evaluate, training_record
 from linrec.plugins import load_plugins
-from linrec.results import jsonable, print_run, run_record, write_run
+from linrec.results import jsonable, print_run, run_record, source_revision, write_run
 
 log = logging.getLogger("linrec")
 
@@ -27,6 +27,7 @@ def run(cfg: Any, run_dir: str | Path, overrides: Sequence[str] = (), *,
     no validation split). A sweep's job (`in_sweep`) prints one line, not the summary."""
     from linrec.data.pipeline import prepare_data
 
+    source_revision()  # the source this run starts from, for its record (read once a process)
     specs = cfg.get("plugins") if isinstance(cfg, Mapping) else getattr(cfg, "plugins", None)
     load_plugins(specs or ())  # what the config names must be registered before it is read
     config = run_config(cfg)

@@ -188,7 +188,14 @@ def _installed_commit() -> str | None:
 
 def source_revision() -> dict[str, Any]:
     """linrec's version, and the git commit of its source: of the checkout (with a dirty flag)
-    when linrec runs from one, else the commit a git-URL install recorded."""
+    when linrec runs from one, else the commit a git-URL install recorded. Read once a process,
+    at its first call: a run asks when it starts (`experiment.run`), so a run during which the
+    checkout moved on records the source it was started from, whose modules it had loaded."""
+    return dict(_read_source_revision())
+
+
+@functools.cache
+def _read_source_revision() -> dict[str, Any]:
     import subprocess
 
     from linrec import __version__

@@ -65,6 +65,31 @@ def test_failed_and_successful_runs_replace_each_others_records(tmp_path):
     assert (run_dir / "results.json").exists() and not (run_dir / "FAILED").exists()
 
 
+def test_a_run_records_the_source_it_started_from(tmp_path, monkeypatch):
+    """The checkout's commit as the run starts, not as it ends: a commit made while a long run
+    trains (the run's modules are loaded) does not name the run's source."""
+    import json
+
+    import linrec.experiment
+    from linrec import results
+
+    checkout = {"commit": "a" * 40}
+    monkeypatch.setattr(results, "_read_source_revision",
+                        results.functools.cache(lambda: {"version": "0", **checkout}))
+    fit_and_evaluate = linrec.experiment.fit_and_evaluate
+
+    def commit_meanwhile(*args, **kwargs):
+        checkout["commit"] = "b" * 40  # the checkout moves on during the fit
+        return fit_and_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(linrec.experiment, "fit_and_evaluate", commit_meanwhile)
+    run(compose_config(*SMALL, "eval.sampled.enabled=false", "figures=false"),
+        run_dir=tmp_path / "run")
+    record = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert record["environment"]["linrec"] == {"version": "0", "commit": "a" * 40}
+    assert results.source_revision() == {"version": "0", "commit": "a" * 40}
+
+
 def test_run_returns_the_validation_selection_metric(tmp_path):
     import json
 
