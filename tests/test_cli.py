@@ -243,9 +243,9 @@ def test_bad_input_is_a_clear_error_and_leaves_no_results(tmp_path, override, ex
     ("model.lam=[1,", "no viable alternative at input '[1,'"),
 ])
 def test_an_override_the_grammar_cannot_read_is_named(tmp_path, bad, reason):
-    """Hydra's own message for an unreadable override named neither the override nor the fix
-    (exit 1); linrec's names it, the grammar's reason and the quoting, exit 2, nothing
-    written. Quoted, the same value runs."""
+    """An override Hydra's grammar cannot read is one line naming it, the grammar's reason and
+    the quoting (Hydra's own message names neither the override nor the fix), exit 2, nothing
+    written; quoted, the same value reads."""
     proc = run_linrec(tmp_path, *SMALL, "model.lam=10", bad)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.splitlines() == [
