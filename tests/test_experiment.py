@@ -68,6 +68,7 @@ def test_failed_and_successful_runs_replace_each_others_records(tmp_path):
 def test_a_run_records_the_source_it_started_from(tmp_path, monkeypatch):
     """The checkout's commit as the run starts, not as it ends: a commit made while a long run
     trains (the run's modules are loaded) does not name the run's source."""
+    import functools
     import json
 
     import linrec.experiment
@@ -75,7 +76,7 @@ def test_a_run_records_the_source_it_started_from(tmp_path, monkeypatch):
 
     checkout = {"commit": "a" * 40}
     monkeypatch.setattr(results, "_read_source_revision",
-                        results.functools.cache(lambda: {"version": "0", **checkout}))
+                        functools.cache(lambda: {"version": "0", **checkout}))
     fit_and_evaluate = linrec.experiment.fit_and_evaluate
 
     def commit_meanwhile(*args, **kwargs):

@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{'' if target is None else f'{target:.1f}':>9}")
     print()
     columns = (("data", 7), ("fit", 7), ("evaluate", 11), ("figures", 10))
-    print(f"{'run':<16} {'data s':>7} {'fit s':>7} {'evaluate s':>11} {'figures s':>10} "
-          f"{'the rest s':>11}")
+    print(f"{'run':<16} " + " ".join(f"{key + ' s':>{width}}" for key, width in columns)
+          + f" {'the rest s':>11}")
     for name, records in run_phases.items():
         rest = [wall - sum(p[key] for key, _ in columns)
                 for wall, p in zip(times[name], records, strict=True)]
